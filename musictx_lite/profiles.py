@@ -1,0 +1,94 @@
+"""Profiles and devices: how big a run is, and where it runs.
+
+Notebook: every chapter's first cell (``setup()``); explained in book/using.md.
+
+``smoke`` is for CI (seconds per chapter), ``cpu`` trains each chapter in at most
+3 minutes on 2 cores, ``gpu`` is a bigger model for Colab. The profile is picked
+automatically (``gpu`` with CUDA, else ``cpu``); ``MUSICTX_PROFILE`` overrides it.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+
+import torch
+
+from .models import ModelConfig
+from .train import TrainConfig
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A model size and a training budget, shared by every chapter."""
+
+    name: str
+    model: dict                        # ModelConfig fields, without vocab_size
+    train: TrainConfig
+    sample_steps: int = 64             # 16th steps of music to generate
+    notes: str = ""
+    overrides: dict = field(default_factory=dict)   # per model name: ModelConfig / TrainConfig fields
+
+    def model_config(self, name: str = "", **kw) -> ModelConfig:
+        over = {k: v for k, v in self.overrides.get(name, {}).items() if k in ModelConfig.__dataclass_fields__}
+        return ModelConfig(**{**self.model, **over, **kw})
+
+    def train_config(self, name: str = "", **kw) -> TrainConfig:
+        over = {k: v for k, v in self.overrides.get(name, {}).items() if k in TrainConfig.__dataclass_fields__}
+        return TrainConfig(**{**self.train.__dict__, **over, **kw})
+
+
+PROFILES = {
+    "smoke": Profile(
+        "smoke",
+        model=dict(n_embd=32, n_layers=1, n_heads=2, block_size=64, dropout=0.0),
+        train=TrainConfig(batch_size=8, max_steps=20, lr=3e-3, warmup_steps=4, eval_every=10,
+                          ckpt_every=10, eval_pieces=8),
+        sample_steps=16,
+        notes="CI: seconds per chapter; numbers mean nothing",
+    ),
+    "cpu": Profile(
+        "cpu",
+        model=dict(n_embd=192, n_layers=1, n_heads=4, block_size=128, dropout=0.0),
+        train=TrainConfig(batch_size=32, max_steps=600, lr=4e-3, warmup_steps=50, eval_every=150,
+                          ckpt_every=150),
+        notes="2 CPU cores: each chapter trains in at most 3 minutes",
+    ),
+    "gpu": Profile(
+        "gpu",
+        model=dict(n_embd=512, n_layers=2, n_heads=8, block_size=256, dropout=0.2),
+        train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
+                          ckpt_every=500),
+        notes="Colab T4: each model trains in at most 10 minutes",
+    ),
+}
+
+
+def pick_device() -> torch.device:
+    """cuda, then mps, then cpu (``MUSICTX_DEVICE`` overrides)."""
+    if "MUSICTX_DEVICE" in os.environ:
+        return torch.device(os.environ["MUSICTX_DEVICE"])
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The named profile, else ``MUSICTX_PROFILE``, else gpu with CUDA and cpu without."""
+    name = name or os.environ.get("MUSICTX_PROFILE") or ("gpu" if torch.cuda.is_available() else "cpu")
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+    return PROFILES[name]
+
+
+def setup(profile: str | None = None, seed: int = 0) -> Profile:
+    """Pick and print the profile, device and versions; seed torch. Every chapter starts here."""
+    from . import __version__
+
+    p = get_profile(profile)
+    torch.manual_seed(seed)
+    print(f"profile: {p.name} ({p.notes}) | device: {pick_device()} | torch {torch.__version__} | "
+          f"musictx_lite {__version__} | python {platform.python_version()}")
+    return p
