@@ -11,7 +11,7 @@ from .tokens import BOS, HOLD, PAD, REST, VOCAB_SIZE, decode, encode
 from .music import grid_to_midi, midi_to_grid, piano_roll, play, read_midi, write_midi
 from .profiles import Profile, get_profile, pick_device, setup
 from .models import MODELS, ModelConfig, build_model
-from .train import History, TrainConfig, evaluate_nll, load_checkpoint, train
+from .training import History, TrainConfig, evaluate_nll, load_checkpoint, train
 from .sample import generate, prompt_from
 
 __all__ = [

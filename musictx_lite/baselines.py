@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .data import Piece
-from .tokens import VOCAB_SIZE, encode
+from .tokens import BOS, HOLD, PAD, VOCAB_SIZE, encode
 
 
 def _seqs(pieces: list[Piece]) -> list[list[int]]:
@@ -56,6 +56,16 @@ class NGram:
             p = (nxt[w] + types * p) / (total + types)
         return p
 
+    def sample(self, prompt: np.ndarray, n_steps: int, seed: int = 0) -> np.ndarray:
+        """Continue ``prompt`` (tokens) by ``n_steps`` steps, never sampling PAD, BOS or HOLD."""
+        rng = np.random.default_rng(seed)
+        s = list(prompt)
+        for _ in range(4 * n_steps):
+            p = np.array([self.prob(s[len(s) - self.n + 1:] if self.n > 1 else [], w) for w in range(self.V)])
+            p[[PAD, BOS, HOLD]] = 0
+            s.append(int(rng.choice(self.V, p=p / p.sum())))
+        return np.array(s)
+
     def nll(self, pieces: list[Piece]) -> float:
         total, count = 0.0, 0
         for s in _seqs(pieces):
@@ -84,7 +94,7 @@ class SameVoice:
             np.add.at(self.counts, (s[1:-4], s[5:]), 1)      # (previous, next) of the same voice
         uni = np.bincount(np.concatenate([s[1:] for s in seqs]), minlength=self.V)
         self.unigram = (uni + 1) / (uni.sum() + self.V)
-        self.alpha = min((0.01, 0.03, 0.1, 0.3, 1.0), key=lambda a: self._nll(seqs[::2], a, seqs[1::2]))
+        self.alpha = min((0.01, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0), key=lambda a: self._nll(seqs[::2], a, seqs[1::2]))
         return self
 
     def _table(self, alpha: float, seqs=None) -> np.ndarray:

@@ -1,0 +1,153 @@
+"""Reference solutions to the exercises at the end of each chapter.
+
+Notebook: the "Exercises" section of every chapter. Try the task in the empty
+cell first; then call ``exercise_<chapter>_<n>()``, which runs the reference
+solution and prints what it finds.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .baselines import SameVoice
+from .data import Splits, load_data
+from .tokens import VOCAB_SIZE, VOICES, encode
+
+
+# --- Chapter 0: music as tokens -------------------------------------------------------------
+
+def exercise_0_1(data: Splits | None = None) -> float:
+    """Held or repeated? The share of sounding steps that re-strike the pitch the voice already holds.
+
+    This is what the plain raster encoding cannot represent.
+    """
+    data = data or load_data()
+    restruck = sounding = 0
+    for p in data.train:
+        if p.onsets is None:
+            raise ValueError("this data set has no onsets (the official JSB split does not keep them)")
+        prev = np.vstack([np.full((1, 4), -2), p.pitches[:-1]])
+        restruck += int((p.onsets & (p.pitches == prev)).sum())
+        sounding += int((p.pitches >= 0).sum())
+    share = restruck / sounding
+    print(f"{restruck} of {sounding} sounding steps re-strike the held pitch: {share:.2%}")
+    return share
+
+
+def exercise_0_2(data: Splits | None = None) -> dict[str, float]:
+    """Which voice is hardest to predict? The same-voice predictor's valid NLL, voice by voice."""
+    data = data or load_data()
+    sv = SameVoice().fit(data.train)
+    table = sv._table(sv.alpha)
+    per_voice = {v: [] for v in VOICES}
+    for p in data.valid:
+        y = encode(p.pitches)[1:]
+        nll = -np.log(np.r_[sv.unigram[y[:4]], table[y[:-4], y[4:]]])
+        for v, name in enumerate(VOICES):
+            per_voice[name].append(nll[v::4])
+    out = {k: float(np.concatenate(v).mean()) for k, v in per_voice.items()}
+    print("  ".join(f"{k}: {v:.3f}" for k, v in out.items()), "(nats/token)")
+    return out
+
+
+def exercise_0_3(data: Splits | None = None, alpha: float = 0.5) -> float:
+    """Melody and harmony together: P(x_t | x_{t-4}, x_{t-1}), backed off to the same-voice table.
+
+    x_{t-4} is the voice's previous step (melody), x_{t-1} the voice above it
+    at this step (harmony). Returns the valid NLL; compare with ``SameVoice``.
+    """
+    data = data or load_data()
+    sv = SameVoice().fit(data.train)
+    back = sv._table(sv.alpha)                                   # (V, V): P(x_t | x_{t-4})
+    counts = np.zeros((VOCAB_SIZE, VOCAB_SIZE, VOCAB_SIZE))
+    for p in data.train:
+        s = encode(p.pitches)
+        np.add.at(counts, (s[1:-4], s[4:-1], s[5:]), 1)           # (x_{t-4}, x_{t-1}, x_t)
+    total, count = 0.0, 0
+    for p in data.valid:
+        s = encode(p.pitches)
+        y, prev4, prev1 = s[5:], s[1:-4], s[4:-1]
+        c = counts[prev4, prev1]                                  # (N, V)
+        prob = (c[np.arange(len(y)), y] + alpha * back[prev4, y]) / (c.sum(1) + alpha)
+        total -= np.log(prob).sum() + np.log(sv.unigram[s[1:5]]).sum()
+        count += len(s) - 1
+    nll = total / count
+    print(f"P(x_t | x_t-4, x_t-1): {nll:.3f} nats/token; same voice alone: {sv.nll(data.valid):.3f}")
+    return nll
+
+
+# --- Chapter 1: attention in RNNs ----------------------------------------------------------
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau's additive score e_ij = v^T tanh(h_i W_1 + h_j W_2), causal, over hidden states."""
+
+    def __init__(self, C: int, d: int = 32):
+        super().__init__()
+        self.W1, self.W2 = nn.Linear(C, d, bias=False), nn.Linear(C, d, bias=False)
+        self.v = nn.Linear(d, 1, bias=False)
+
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        T = h.shape[1]
+        e = self.v(torch.tanh(self.W1(h)[:, :, None] + self.W2(h)[:, None, :])).squeeze(-1)   # (B, T, T)
+        e = e.masked_fill(torch.ones(T, T, dtype=torch.bool, device=h.device).triu(1), float("-inf"))
+        alpha = F.softmax(e, dim=-1)                                                        # (B, T, T)
+        return alpha @ h, alpha
+
+
+def exercise_1_1(C: int = 16, T: int = 10, seed: int = 0) -> AdditiveAttention:
+    """Additive attention: build it, and check the invariants of chapter 1 hold for it too."""
+    torch.manual_seed(seed)
+    att = AdditiveAttention(C)
+    h = torch.randn(2, T, C)
+    c, alpha = att(h)
+    assert torch.allclose(alpha.sum(-1), torch.ones(2, T)) and (alpha >= 0).all()
+    assert (alpha.triu(1) == 0).all()
+    h2 = h.clone()
+    h2[:, 6:] += 1.0
+    assert torch.allclose(att(h2)[0][:, :6], c[:, :6])           # the past does not see the future
+    print(f"additive attention: rows sum to 1, causal; {sum(p.numel() for p in att.parameters())} parameters "
+          f"(the bilinear W has {C * C})")
+    return att
+
+
+def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1.5), n_steps: int = 32,
+                 seed: int = 0) -> dict[float, float]:
+    """Temperature: how often does a voice change pitch from one 16th to the next, per temperature?
+
+    Bach's voices change on about a quarter of the steps; a too-hot sampler
+    fidgets, a too-cold one stalls.
+    """
+    from .sample import generate
+    from .tokens import decode
+
+    out = {}
+    for temp in temperatures:
+        g = decode(generate(model, prompt, n_steps, temperature=temp, seed=seed))[-n_steps:]
+        out[temp] = float((g[1:] != g[:-1]).mean())
+        print(f"temperature {temp}: voices change pitch on {out[temp]:.0%} of steps")
+    return out
+
+
+@torch.no_grad()
+def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 16, pieces: int = 8) -> np.ndarray:
+    """Where does the LSTM's attention look? Mean weight on the token ``lag`` positions back."""
+    data = data or load_data()
+    model.eval()
+    mass = np.zeros(max_lag + 1)
+    for p in data.valid[:pieces]:
+        x = torch.as_tensor(encode(p.pitches[:64]))[None]
+        _, alpha = model(x, return_attention=True)
+        a = alpha[0].cpu().numpy()
+        for lag in range(max_lag + 1):
+            mass[lag] += np.diagonal(a, -lag).mean()
+    mass /= pieces
+    best = np.argsort(mass)[::-1][:3]
+    print("mean weight by lag:", " ".join(f"{k}:{m:.3f}" for k, m in enumerate(mass)))
+    print(f"largest at lags {best.tolist()} (lag 4 = same voice one step back; uniform would be ~{1 / 128:.3f})")
+    return mass
+
+
+

@@ -155,7 +155,8 @@ def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float =
     from IPython.display import Audio
 
     steps = int(seconds * tempo / 60 * STEPS_PER_QUARTER)
-    audio, rate = synthesize(np.asarray(pitches)[:steps], None if onsets is None else onsets[:steps], fs, tempo)
-    if not np.isfinite(audio).all() or not np.abs(audio).max() > 0:
+    pitches = np.asarray(pitches)[:steps]
+    if not (pitches >= 0).any():
         raise ValueError("nothing to play: the grid has no sounding notes")
+    audio, rate = synthesize(pitches, None if onsets is None else onsets[:steps], fs, tempo)
     return Audio(audio, rate=rate)

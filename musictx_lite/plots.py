@@ -9,7 +9,7 @@ import numpy as np
 
 from .music import COLORS, STEPS_PER_QUARTER, piano_roll
 from .tokens import VOICES
-from .train import History
+from .training import History
 
 
 def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = None, smooth: int = 20):

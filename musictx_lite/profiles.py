@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .models import ModelConfig
-from .train import TrainConfig
+from .config import ModelConfig
+from .training import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ PROFILES = {
     "cpu": Profile(
         "cpu",
         model=dict(n_embd=192, n_layers=1, n_heads=4, block_size=128, dropout=0.0),
-        train=TrainConfig(batch_size=32, max_steps=600, lr=4e-3, warmup_steps=50, eval_every=150,
-                          ckpt_every=150),
+        train=TrainConfig(batch_size=32, max_steps=500, lr=4e-3, warmup_steps=50, eval_every=125,
+                          ckpt_every=125),
         notes="2 CPU cores: each chapter trains in at most 3 minutes",
     ),
     "gpu": Profile(

@@ -1,0 +1,57 @@
+"""Sphinx extension: never serve cached chapter outputs made by another package.
+
+Jupyter Book's execution cache (jupyter-cache) keys a notebook by its code cells
+only. The chapters' outputs also depend on ``musictx_lite``, on the profile and
+data chosen by environment variables, and on the torch version. This extension
+hashes all of those before anything is read; when the hash differs from the one
+stored beside the cache, it deletes the cache so that every chapter re-executes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+ENV_VARS = ("MUSICTX_PROFILE", "MUSICTX_DATA", "MUSICTX_DEVICE")
+STAMP = "musictx_package.sha256"
+
+
+def package_fingerprint() -> str:
+    """sha256 over the package's files, the relevant environment and the torch version."""
+    import musictx_lite
+    import torch
+
+    root = Path(musictx_lite.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    for k in ENV_VARS:
+        h.update(f"{k}={os.environ.get(k, '')}".encode())
+    h.update(torch.__version__.encode())
+    return h.hexdigest()
+
+
+def invalidate(cache: Path, fingerprint: str) -> bool:
+    """Delete ``cache`` unless its stamp matches ``fingerprint``; return True if it was deleted."""
+    stamp = cache.parent / STAMP
+    if stamp.exists() and stamp.read_text() == fingerprint:
+        return False
+    existed = cache.exists()
+    if existed:
+        shutil.rmtree(cache)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint)
+    return existed
+
+
+def _on_config(app, config) -> None:
+    cache = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
+    if invalidate(cache, package_fingerprint()):
+        print(f"[package_cache] musictx_lite, profile or data changed: cleared {cache}")
+
+
+def setup(app):
+    app.connect("config-inited", _on_config, priority=100)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

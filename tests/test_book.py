@@ -1,0 +1,98 @@
+"""The book's sources: notebooks without outputs, with cell ids, one pattern per chapter."""
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def config():
+    import yaml
+
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_clean_and_has_the_chapter_shape(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code), "commit notebooks without outputs"
+    ids = [c.get("id") for c in nb["cells"]]
+    assert all(ids) and len(set(ids)) == len(ids), "every cell needs a unique id"
+    md = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for part in ("Learning goals", "## Exercises", "## Summary", "```{bibliography}", "{cite:"):
+        assert part in md, f"{path.name} lacks {part!r}"
+    src = "\n".join("".join(c["source"]) for c in code)
+    assert "assert " in src and "mtx.play(" in src and "piano_roll(" in src
+    assert re.search(r"exercise_\d+_\d+\(", src)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_cell_installs_from_the_configured_repository(path):
+    cfg = config()["repository"]
+    first = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    assert f'"musictx-lite @ git+{cfg["url"]}@{cfg["branch"]}"' in first
+    assert 'if "google.colab" in sys.modules:' in first and "mtx.setup()" in first
+    assert "torch" not in first.split("import musictx_lite")[0].replace("torch and numpy", "")
+
+
+def test_toc_lists_every_chapter_and_page():
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = {c["file"] for part in toc["parts"] for c in part["chapters"]} | {toc["root"]}
+    assert {f"notebooks/{p.stem}" for p in NOTEBOOKS} <= files
+    for f in files:
+        assert (ROOT / f"{f}.md").exists() or (ROOT / f"{f}.ipynb").exists(), f
+    cfg = config()
+    assert cfg["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert cfg["execute"]["allow_errors"] is False
+
+
+def test_chapter_keyprefixes_match_their_citations():
+    for path in NOTEBOOKS:
+        md = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
+        prefix = re.search(r":keyprefix: (\S+)", md).group(1)
+        keys = re.findall(r"\{cite:\w+\}`([^`]+)`", md)
+        bib = (ROOT / "references.bib").read_text()
+        for k in ",".join(keys).split(","):
+            assert k.startswith(prefix), (path.name, k)
+            assert "{" + k[len(prefix):] + "," in bib, (path.name, k)
+
+
+def test_package_change_clears_the_execution_cache(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("package_cache", ROOT / "book" / "_ext" / "package_cache.py")
+    pc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pc)
+    cache = tmp_path / ".jupyter_cache"
+    cache.mkdir()
+    (cache / "entry").write_text("old outputs")
+    fp = pc.package_fingerprint()
+    assert pc.invalidate(cache, fp) is True and not cache.exists()      # first build with a stamp: cleared
+    cache.mkdir()
+    (cache / "entry").write_text("new outputs")
+    assert pc.invalidate(cache, fp) is False and cache.exists()          # nothing changed: reused
+    monkeypatch.setenv("MUSICTX_PROFILE", "gpu")
+    assert pc.package_fingerprint() != fp                                # the profile is part of the key
+    assert pc.invalidate(cache, pc.package_fingerprint()) is True and not cache.exists()
+
+
+def test_nbval_kernel_is_this_python():
+    """The notebooks must run in the environment the tests installed, not another Python."""
+    import sys
+
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        out = []
+        kc.execute_interactive("import sys; print(sys.executable)", output_hook=lambda m: out.append(
+            m["content"].get("text", "")) if m["msg_type"] == "stream" else None, timeout=60)
+        assert Path("".join(out).strip()).resolve() == Path(sys.executable).resolve()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

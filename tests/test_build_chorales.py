@@ -1,0 +1,22 @@
+"""The embedded chorale file is exactly what scripts/build_chorales.py makes from music21."""
+import importlib.util
+
+import numpy as np
+import pytest
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_rebuild_from_music21_is_identical():
+    pytest.importorskip("music21")
+    spec = importlib.util.spec_from_file_location("build_chorales", ROOT / "scripts" / "build_chorales.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rebuilt = mod.build()
+    with np.load(ROOT / "musictx_lite" / "data" / "chorales.npz", allow_pickle=False) as z:
+        assert sorted(z.files) == sorted(rebuilt)
+        for k in rebuilt:
+            np.testing.assert_array_equal(z[k], rebuilt[k], err_msg=k)

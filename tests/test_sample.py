@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+import torch
+
+from musictx_lite import ModelConfig, build_model, decode, generate, prompt_from
+from musictx_lite.tokens import BOS, HOLD, PAD
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return build_model("lstm", ModelConfig(n_embd=16, n_heads=2)).eval()
+
+
+def test_generate_continues_the_prompt(model, chorales):
+    prompt = prompt_from(chorales.valid[0], 8)
+    assert len(prompt) == 1 + 32
+    out = generate(model, prompt, n_steps=5, seed=3)
+    assert len(out) == len(prompt) + 20
+    np.testing.assert_array_equal(out[: len(prompt)], prompt)
+    np.testing.assert_array_equal(decode(out)[:8], chorales.valid[0].pitches[:8])
+    assert not np.isin(out[1:], [PAD, BOS, HOLD]).any()
+
+
+def test_seed_temperature_and_top_k(model):
+    a, b = generate(model, None, 6, seed=1), generate(model, None, 6, seed=1)
+    np.testing.assert_array_equal(a, b)
+    greedy = generate(model, None, 6, top_k=1, seed=1)
+    np.testing.assert_array_equal(greedy, generate(model, None, 6, top_k=1, seed=99))
+    x = torch.as_tensor(greedy[:-1])[None]
+    logits = model(x)[0, -1]
+    logits[[PAD, BOS, HOLD]] = -float("inf")
+    assert greedy[-1] == int(logits.argmax())
+    with pytest.raises(ValueError, match="temperature"):
+        generate(model, None, 2, temperature=0)
+
+
+def test_prompt_longer_than_context():
+    m = build_model("lstm", ModelConfig(n_embd=16, n_heads=2)).eval()
+    m.context = 16
+    with pytest.raises(ValueError, match="context is 16"):
+        generate(m, np.full(17, 10), 2)
+    out = generate(m, np.r_[BOS, np.full(12, 10)], 5)       # generation beyond the context slides a window
+    assert len(out) == 13 + 20
