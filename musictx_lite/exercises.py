@@ -146,7 +146,8 @@ def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 16
     mass /= pieces
     best = np.argsort(mass)[::-1][:3]
     print("mean weight by lag:", " ".join(f"{k}:{m:.3f}" for k, m in enumerate(mass)))
-    print(f"largest at lags {best.tolist()} (lag 4 = same voice one step back; uniform would be ~{1 / 128:.3f})")
+    print(f"largest at lags {best.tolist()}; uniform would be about {1 / 128:.3f}. The query at i predicts x_(i+1): "
+          f"lag 3 is the state that has just read x_(i-3), the target's voice one step back")
     return mass
 
 
