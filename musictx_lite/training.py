@@ -169,8 +169,10 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     A non-finite loss stops the run with FloatingPointError and leaves the last
     good checkpoint untouched. ``on_step(step, loss)`` is called after each step.
     """
+    from .models import MODELS
     from .profiles import pick_device
 
+    model_name = model_name or next((k for k, v in MODELS.items() if type(model) is v), "")
     device = torch.device(device) if device is not None else pick_device()
     model.to(device).train()
     torch.manual_seed(cfg.seed)
