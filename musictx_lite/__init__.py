@@ -7,7 +7,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .data import Piece, Splits, load_chorales, load_data, load_jsb
-from .tokens import BOS, HOLD, PAD, REST, VOCAB_SIZE, decode, encode
+from .tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
 from .music import grid_to_midi, midi_to_grid, piano_roll, play, read_midi, write_midi
 from .profiles import Profile, get_profile, pick_device, setup
 from .models import MODELS, ModelConfig, build_model
@@ -16,7 +16,7 @@ from .sample import generate, prompt_from
 
 __all__ = [
     "__version__", "Piece", "Splits", "load_chorales", "load_data", "load_jsb",
-    "BOS", "HOLD", "PAD", "REST", "VOCAB_SIZE", "decode", "encode",
+    "BOS", "HOLD", "MASK", "PAD", "REST", "VOCAB_SIZE", "decode", "encode",
     "grid_to_midi", "midi_to_grid", "piano_roll", "play", "read_midi", "write_midi",
     "Profile", "get_profile", "pick_device", "setup",
     "MODELS", "ModelConfig", "build_model",

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .data import Piece
-from .tokens import BOS, HOLD, PAD, VOCAB_SIZE, encode
+from .tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
 
 
 def _seqs(pieces: list[Piece]) -> list[list[int]]:
@@ -57,12 +57,12 @@ class NGram:
         return p
 
     def sample(self, prompt: np.ndarray, n_steps: int, seed: int = 0) -> np.ndarray:
-        """Continue ``prompt`` (tokens) by ``n_steps`` steps, never sampling PAD, BOS or HOLD."""
+        """Continue ``prompt`` (tokens) by ``n_steps`` steps, never sampling PAD, BOS, HOLD or MASK."""
         rng = np.random.default_rng(seed)
         s = list(prompt)
         for _ in range(4 * n_steps):
             p = np.array([self.prob(s[len(s) - self.n + 1:] if self.n > 1 else [], w) for w in range(self.V)])
-            p[[PAD, BOS, HOLD]] = 0
+            p[[PAD, BOS, HOLD, MASK]] = 0
             s.append(int(rng.choice(self.V, p=p / p.sum())))
         return np.array(s)
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from .data import Piece
-from .tokens import BOS, HOLD, PAD, encode
+from .tokens import BOS, HOLD, MASK, PAD, encode
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
@@ -19,7 +19,7 @@ def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
 
 @torch.no_grad()
 def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 64, temperature: float = 1.0,
-             top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD)) -> np.ndarray:
+             top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD, MASK)) -> np.ndarray:
     """Continue ``prompt`` (tokens, BOS first) by ``n_steps`` steps of 4 tokens; return all tokens.
 
     Tokens in ``banned`` are never sampled. A model with a finite ``context``

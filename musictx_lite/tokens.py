@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-PAD, BOS, REST, HOLD = 0, 1, 2, 3
-N_SPECIAL = 4
+PAD, BOS, REST, HOLD, MASK = 0, 1, 2, 3, 4   # MASK hides a note to be filled in (chapter 2)
+N_SPECIAL = 5
 LOWEST, HIGHEST = 36, 84          # C2 .. C6; the chorales span 36..81
-VOCAB_SIZE = N_SPECIAL + HIGHEST - LOWEST + 1   # 53
+VOCAB_SIZE = N_SPECIAL + HIGHEST - LOWEST + 1   # 54
 VOICES = ("soprano", "alto", "tenor", "bass")
 
 
@@ -51,7 +51,7 @@ def decode(tokens: np.ndarray, return_onsets: bool = False, hold: bool = False):
 
     A leading BOS is skipped and a trailing incomplete step dropped. HOLD repeats
     the voice's previous pitch without a new onset; PAD and BOS inside the
-    sequence (a badly trained sampler) decode as rests. Onsets come from the
+    sequence (a badly trained sampler) and MASK decode as rests. Onsets come from the
     tokens with ``hold=True``; otherwise a note starts wherever the pitch changes.
     """
     tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)

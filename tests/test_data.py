@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from musictx_lite import data as D
-from musictx_lite.tokens import BOS, HOLD, LOWEST, REST, VOCAB_SIZE, decode, encode
+from musictx_lite.tokens import BOS, HOLD, LOWEST, N_SPECIAL, REST, VOCAB_SIZE, decode, encode
 
 
 def test_split_is_fixed_and_disjoint(chorales):
@@ -41,8 +41,8 @@ def test_encode_decode_round_trip_every_chorale(chorales):
 def test_raster_order_same_voice_is_4_back():
     grid = np.array([[72, 67, 64, 48], [74, -1, 65, 50]])
     tok = encode(grid)
-    assert tok.tolist() == [BOS, 72 - LOWEST + 4, 67 - LOWEST + 4, 64 - LOWEST + 4, 48 - LOWEST + 4,
-                            74 - LOWEST + 4, REST, 65 - LOWEST + 4, 50 - LOWEST + 4]
+    o = N_SPECIAL - LOWEST
+    assert tok.tolist() == [BOS, 72 + o, 67 + o, 64 + o, 48 + o, 74 + o, REST, 65 + o, 50 + o]
     assert decode(tok)[1, 0] == 74 and tok[5] - tok[1] == 2   # soprano moved a whole tone, 4 tokens apart
 
 

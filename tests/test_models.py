@@ -5,6 +5,7 @@ import torch
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.models import n_params
+from musictx_lite.tokens import VOCAB_SIZE
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -29,7 +30,7 @@ def test_shapes_and_causality(name):
     m = build_model(name, ModelConfig(n_embd=32, n_heads=2)).eval()
     x = torch.randint(4, 50, (3, 20))
     y = m(x)
-    assert y.shape == (3, 20, 53)
+    assert y.shape == (3, 20, VOCAB_SIZE)
     t = 11
     x2 = x.clone()
     x2[:, t + 1:] = torch.randint(4, 50, (3, 20 - t - 1))

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model, decode, generate, prompt_from
-from musictx_lite.tokens import BOS, HOLD, PAD
+from musictx_lite.tokens import BOS, HOLD, MASK, PAD
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def test_generate_continues_the_prompt(model, chorales):
     assert len(out) == len(prompt) + 20
     np.testing.assert_array_equal(out[: len(prompt)], prompt)
     np.testing.assert_array_equal(decode(out)[:8], chorales.valid[0].pitches[:8])
-    assert not np.isin(out[1:], [PAD, BOS, HOLD]).any()
+    assert not np.isin(out[1:], [PAD, BOS, HOLD, MASK]).any()
 
 
 def test_seed_temperature_and_top_k(model):
@@ -29,7 +29,7 @@ def test_seed_temperature_and_top_k(model):
     np.testing.assert_array_equal(greedy, generate(model, None, 6, top_k=1, seed=99))
     x = torch.as_tensor(greedy[:-1])[None]
     logits = model(x)[0, -1]
-    logits[[PAD, BOS, HOLD]] = -float("inf")
+    logits[[PAD, BOS, HOLD, MASK]] = -float("inf")
     assert greedy[-1] == int(logits.argmax())
     with pytest.raises(ValueError, match="temperature"):
         generate(model, None, 2, temperature=0)
