@@ -5,6 +5,7 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite train --model lstm-attention --profile cpu --out runs/attn
     python -m musictx_lite generate --checkpoint runs/attn --out attn.mid
     python -m musictx_lite baselines
+    python -m musictx_lite bench attention --plot attention.png
 """
 from __future__ import annotations
 
@@ -60,6 +61,18 @@ def cmd_baselines(a: argparse.Namespace) -> None:
     print(f"{'same voice, prev. step':>22s}: {SameVoice().fit(data.train).nll(data.valid):.3f}")
 
 
+def cmd_bench(a: argparse.Namespace) -> None:
+    from .bench import bench_attention, format_table, plot_bench
+
+    rows = bench_attention(a.lengths, a.n_embd, a.heads, a.batch, a.repeats, a.device)
+    print(f"attention, forward + backward: n_embd={a.n_embd}, heads={a.heads}, batch={a.batch}, "
+          f"device={a.device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(format_table(rows))
+    if a.plot:
+        plot_bench(rows, a.plot)
+        print(f"plot: {a.plot}")
+
+
 def main(argv: list[str] | None = None) -> None:
     from .models import MODELS
     from .profiles import PROFILES
@@ -101,6 +114,18 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--data", default=None, help=data_help)
     b.add_argument("--max-n", type=int, default=7, help="largest n-gram order")
     b.set_defaults(func=cmd_baselines)
+
+    c = sub.add_parser("bench", help="time and peak memory of the book's attention implementations")
+    c.add_argument("what", choices=["attention"], help="what to benchmark")
+    c.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048],
+                   help="sequence lengths (default 128 .. 2048)")
+    c.add_argument("--n-embd", type=int, default=128, help="model width (default 128)")
+    c.add_argument("--heads", type=int, default=4, help="number of heads (default 4)")
+    c.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    c.add_argument("--repeats", type=int, default=3, help="timed repeats; the best is kept (default 3)")
+    c.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    c.add_argument("--plot", default=None, help="save a plot of time and memory to this file")
+    c.set_defaults(func=cmd_bench)
 
     a = ap.parse_args(argv)
     try:

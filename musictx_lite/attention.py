@@ -110,3 +110,37 @@ class MultiHeadAttention(nn.Module):
         mha.in_proj_bias.zero_()
         mha.out_proj.load_state_dict(self.proj.state_dict())
         return mha
+
+
+class AttentionLM(nn.Module):
+    """Embedding -> one attention layer -> read-out; no positions (chapters 3 and 4).
+
+    ``causal=False`` lets every position see the whole crop: on next-token
+    prediction that leaks the answer (chapter 3).
+    """
+
+    def __init__(self, cfg: ModelConfig, causal: bool = True, multi_head: bool = False):
+        super().__init__()
+        self.cfg, self.context = cfg, cfg.block_size
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.attn = MultiHeadAttention(cfg, causal) if multi_head else Head(cfg.n_embd, cfg.n_embd, causal)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
+
+    def forward(self, idx: torch.Tensor, return_attention: bool = False):
+        y, w = self.attn(self.tok_emb(idx), return_attention=True)    # (B, T, C), (B, [nh,] T, T)
+        logits = self.head(y)                                          # (B, T, V)
+        return (logits, w) if return_attention else logits
+
+
+class UnmaskedAttentionLM(AttentionLM):
+    """The leak of chapter 3: next-token prediction with no causal mask."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, causal=False)
+
+
+class MultiHeadLM(AttentionLM):
+    """Chapter 4: the single head replaced by causal multi-head attention."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, multi_head=True)

@@ -25,6 +25,8 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     Tokens in ``banned`` are never sampled. A model with a finite ``context``
     sees the last window of it, cut on a step boundary so that voices stay aligned.
     """
+    if getattr(model, "task", "next") != "next":
+        raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     prompt = np.asarray([BOS] if prompt is None else prompt, dtype=np.int64)

@@ -211,6 +211,14 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
                          "history": asdict(hist), "rng": snapshot[0], "batch_rng": snapshot[1]})
 
     val = data.valid if cfg.eval_pieces is None else data.valid[: cfg.eval_pieces]
+    if getattr(model, "task", "next") == "fill":            # chapter 2: fill in one hidden voice per step
+        from .fill import all_steps, evaluate_fill_nll, fill_batch
+
+        steps = all_steps(data.train)
+        next_batch = lambda B: fill_batch(steps, B, crops.gen)  # noqa: E731
+        evaluate = evaluate_fill_nll
+    else:
+        next_batch, evaluate = crops.batch, evaluate_nll
     snapshot = rng()
     bar = _progress(progress, step, cfg.max_steps)
     t0 = time.perf_counter() - hist.seconds
@@ -219,7 +227,7 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             lr = lr_at(step, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y = (t.to(device) for t in crops.batch(cfg.batch_size))
+            x, y = (t.to(device) for t in next_batch(cfg.batch_size))
             with autocast():
                 loss = token_nll(model, x, y) / (y != PAD).sum()
             if not torch.isfinite(loss):
@@ -244,7 +252,7 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             hist.lr.append(lr)
             hist.tokens += int((y != PAD).sum())
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
-                hist.valid_nll.append(evaluate_nll(model, data.valid if step == cfg.max_steps else val, device))
+                hist.valid_nll.append(evaluate(model, data.valid if step == cfg.max_steps else val, device))
                 hist.eval_step.append(step)
                 bar.write(f"step {step:5d}  train loss {loss.item():.3f}  valid NLL {hist.valid_nll[-1]:.3f}")
             hist.seconds = time.perf_counter() - t0

@@ -72,7 +72,7 @@ def test_package_change_clears_the_execution_cache(tmp_path, monkeypatch):
     cache.mkdir()
     (cache / "entry").write_text("old outputs")
     fp = pc.package_fingerprint()
-    assert pc.invalidate(cache, fp) is True and not cache.exists()      # first build with a stamp: cleared
+    assert pc.invalidate(cache, fp) is True and not cache.exists()      # no stamp yet: cleared
     cache.mkdir()
     (cache / "entry").write_text("new outputs")
     assert pc.invalidate(cache, fp) is False and cache.exists()          # nothing changed: reused

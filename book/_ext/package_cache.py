@@ -4,7 +4,8 @@ Jupyter Book's execution cache (jupyter-cache) keys a notebook by its code cells
 only. The chapters' outputs also depend on ``musictx_lite``, on the profile and
 data chosen by environment variables, and on the torch version. This extension
 hashes all of those before anything is read; when the hash differs from the one
-stored beside the cache, it deletes the cache so that every chapter re-executes.
+stored beside the cache, it deletes the cache and marks every notebook outdated,
+so that Sphinx re-reads and re-executes every chapter.
 """
 from __future__ import annotations
 
@@ -34,24 +35,32 @@ def package_fingerprint() -> str:
 
 
 def invalidate(cache: Path, fingerprint: str) -> bool:
-    """Delete ``cache`` unless its stamp matches ``fingerprint``; return True if it was deleted."""
+    """Delete ``cache`` unless its stamp matches ``fingerprint``; return True if the stamp differed."""
     stamp = cache.parent / STAMP
     if stamp.exists() and stamp.read_text() == fingerprint:
         return False
-    existed = cache.exists()
-    if existed:
+    if cache.exists():
         shutil.rmtree(cache)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(fingerprint)
-    return existed
+    return True
 
 
 def _on_config(app, config) -> None:
     cache = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
-    if invalidate(cache, package_fingerprint()):
-        print(f"[package_cache] musictx_lite, profile or data changed: cleared {cache}")
+    app.musictx_changed = invalidate(cache, package_fingerprint())
+    if app.musictx_changed:
+        print(f"[package_cache] new musictx_lite, profile or data: cleared {cache}; every chapter re-executes")
+
+
+def _outdated(app, env, added, changed, removed) -> list[str]:
+    """Sphinx would skip unchanged notebook sources: mark them all for re-reading."""
+    if not getattr(app, "musictx_changed", False):
+        return []
+    return [d for d in env.found_docs if str(env.doc2path(d)).endswith(".ipynb") and d not in added]
 
 
 def setup(app):
     app.connect("config-inited", _on_config, priority=100)
+    app.connect("env-get-outdated", _outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

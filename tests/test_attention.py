@@ -1,0 +1,136 @@
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from musictx_lite import ModelConfig, build_model
+from musictx_lite.attention import Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask
+from musictx_lite.blocks import Block, FeedForward, LayerNorm, TransformerDecoder
+from musictx_lite.fill import VoiceFill, evaluate_fill_nll, hide
+from musictx_lite.tokens import MASK, PAD
+
+CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=16)
+
+
+def test_attention_matches_the_formula_and_weights_sum_to_one():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 5, 8), torch.randn(3, 5, 8), torch.randn(3, 5, 6)
+    out, w = attention(q, k, v)
+    ref = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(8), -1)     # divided by sqrt(d_k), not multiplied
+    torch.testing.assert_close(w, ref)
+    torch.testing.assert_close(out, ref @ v)
+    assert (w >= 0).all()
+    torch.testing.assert_close(w.sum(-1), torch.ones(3, 5))
+    _, wm = attention(q, k, v, causal_mask(5))
+    assert (wm.triu(1) == 0).all() and wm[:, 0, 0].eq(1).all()
+
+
+def test_unmasked_head_is_permutation_equivariant():
+    torch.manual_seed(0)
+    head = Head(16, 8, causal=False)
+    x = torch.randn(2, 7, 16)
+    perm = torch.randperm(7)
+    torch.testing.assert_close(head(x[:, perm]), head(x)[:, perm])
+    masked = Head(16, 8, causal=True)
+    assert not torch.allclose(masked(x[:, perm]), masked(x)[:, perm])   # the mask breaks the symmetry
+
+
+@pytest.mark.parametrize("module", [lambda: Head(32, 8, causal=True), lambda: MultiHeadLoop(CFG),
+                                    lambda: MultiHeadAttention(CFG, fast=False), lambda: MultiHeadAttention(CFG),
+                                    lambda: Block(CFG), lambda: TransformerDecoder(CFG)])
+def test_causality_by_perturbation(module):
+    torch.manual_seed(0)
+    m = module().eval()
+    if isinstance(m, TransformerDecoder):
+        x = torch.randint(5, 50, (2, 12))
+        x2 = x.clone()
+        x2[:, 7:] = torch.randint(5, 50, (2, 5))
+    else:
+        x = torch.randn(2, 12, 32)
+        x2 = x.clone()
+        x2[:, 7:] += torch.randn(2, 5, 32)
+    y, y2 = m(x), m(x2)
+    torch.testing.assert_close(y[:, :7], y2[:, :7])
+    assert not torch.allclose(y[:, 7:], y2[:, 7:])
+
+
+def test_loop_batched_sdpa_and_torch_agree():
+    torch.manual_seed(0)
+    loop = MultiHeadLoop(CFG).eval()
+    batched = MultiHeadAttention(CFG, fast=False).load_from_loop(loop).eval()
+    fast = MultiHeadAttention(CFG, fast=True).load_from_loop(loop).eval()
+    torch_mha = batched.to_torch().eval()
+    x = torch.randn(3, 10, 32)
+    ref = loop(x)
+    torch.testing.assert_close(batched(x), ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(fast(x), ref, atol=1e-6, rtol=1e-5)
+    out = torch_mha(x, x, x, attn_mask=~causal_mask(10), need_weights=False)[0]
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
+    _, w = batched(x, return_attention=True)
+    assert w.shape == (3, 4, 10, 10)
+    torch.testing.assert_close(w[:, 1], loop.heads[1](x, return_attention=True)[1])
+
+
+def test_layernorm_normalises_each_token_over_features():
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, 32) * 5 + 3
+    ln = LayerNorm(32)
+    y = ln(x)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(4, 6), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(4, 6), atol=1e-3, rtol=0)
+    torch.testing.assert_close(y, nn.LayerNorm(32)(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ln(x[:1]), y[:1])                     # independent of the rest of the batch
+
+
+def test_pre_ln_block_shapes_and_residual_identity():
+    torch.manual_seed(0)
+    block = Block(CFG, pre_ln=True)
+    x = torch.randn(2, 9, 32)
+    assert block(x).shape == (2, 9, 32)
+    with torch.no_grad():                                 # zero the last layer of each branch: the block is the identity
+        block.attn.proj.weight.zero_(); block.attn.proj.bias.zero_()   # noqa: E702
+        block.ff.net[2].weight.zero_(); block.ff.net[2].bias.zero_()   # noqa: E702
+    torch.testing.assert_close(block(x), x)
+    post = Block(CFG, pre_ln=False)
+    with torch.no_grad():
+        post.attn.proj.weight.zero_(); post.attn.proj.bias.zero_()     # noqa: E702
+        post.ff.net[2].weight.zero_(); post.ff.net[2].bias.zero_()     # noqa: E702
+    torch.testing.assert_close(post(x), nn.functional.layer_norm(nn.functional.layer_norm(x, (32,)), (32,)))
+    assert FeedForward(CFG)(x).shape == x.shape
+
+
+def test_decoder_shapes_and_parameter_count():
+    m = TransformerDecoder(CFG)
+    assert m(torch.randint(0, 54, (2, 16))).shape == (2, 16, CFG.vocab_size)
+    C, V, L = 32, CFG.vocab_size, 2
+    per_block = (3 * C * C) + (C * C + C) + 2 * 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C)
+    assert sum(p.numel() for p in m.parameters()) == V * C + L * per_block + 2 * C + C * V + V
+
+
+def test_registered_models_build_and_run():
+    from musictx_lite import MODELS
+
+    for name in MODELS:
+        m = build_model(name, CFG)
+        x = torch.randint(5, 50, (2, 4 if name == "fill" else 16))
+        assert m(x).shape == (2, x.shape[1], CFG.vocab_size)
+
+
+def test_fill_hides_one_voice_and_scores_it(chorales):
+    steps = torch.tensor([[60, 55, 52, 48], [62, 57, 53, 45]])
+    x, y = hide(steps, torch.tensor([1, 3]))
+    assert x.tolist() == [[60, MASK, 52, 48], [62, 57, 53, MASK]]
+    assert y.tolist() == [[PAD, 55, PAD, PAD], [PAD, PAD, PAD, 45]]
+    torch.manual_seed(0)
+    m = VoiceFill(CFG)
+    nn.init.zeros_(m.head.weight)
+    nn.init.zeros_(m.head.bias)
+    assert evaluate_fill_nll(m, chorales.valid[:2]) == pytest.approx(math.log(CFG.vocab_size), rel=1e-5)
+
+
+def test_generate_refuses_a_fill_model():
+    from musictx_lite import generate
+
+    with pytest.raises(ValueError, match="does not continue"):
+        generate(VoiceFill(CFG), None, 2)
