@@ -46,6 +46,7 @@ PROFILES = {
                           ckpt_every=10, eval_pieces=8),
         sample_steps=16,
         notes="CI: seconds per chapter; numbers mean nothing",
+        overrides={"fill": dict(batch_size=64)},
     ),
     "cpu": Profile(
         "cpu",
@@ -53,6 +54,14 @@ PROFILES = {
         train=TrainConfig(batch_size=32, max_steps=500, lr=4e-3, warmup_steps=50, eval_every=125,
                           ckpt_every=125),
         notes="2 CPU cores: each chapter trains in at most 3 minutes",
+        overrides={
+            "fill": dict(n_embd=64, batch_size=256, max_steps=1000, eval_every=250, ckpt_every=250),
+            "attention": dict(n_embd=128),
+            "attention-unmasked": dict(n_embd=128),
+            "multi-head": dict(n_embd=128, n_heads=4),
+            "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
+            "transformer-post-ln": dict(n_embd=64, n_layers=3, n_heads=4),
+        },
     ),
     "gpu": Profile(
         "gpu",

@@ -1,0 +1,86 @@
+"""Chapter 1 exercises: attention in RNNs.
+
+Notebook: notebooks/01_attention_in_rnns.ipynb
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..data import Splits, load_data
+from ..tokens import encode
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau's additive score e_ij = v^T tanh(h_i W_1 + h_j W_2), causal, over hidden states."""
+
+    def __init__(self, C: int, d: int = 32):
+        super().__init__()
+        self.W1, self.W2 = nn.Linear(C, d, bias=False), nn.Linear(C, d, bias=False)
+        self.v = nn.Linear(d, 1, bias=False)
+
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        T = h.shape[1]
+        e = self.v(torch.tanh(self.W1(h)[:, :, None] + self.W2(h)[:, None, :])).squeeze(-1)   # (B, T, T)
+        e = e.masked_fill(torch.ones(T, T, dtype=torch.bool, device=h.device).triu(1), float("-inf"))
+        alpha = F.softmax(e, dim=-1)                                                        # (B, T, T)
+        return alpha @ h, alpha
+
+
+def exercise_1_1(C: int = 16, T: int = 10, seed: int = 0) -> AdditiveAttention:
+    """Additive attention: build it, and check the invariants of chapter 1 hold for it too."""
+    torch.manual_seed(seed)
+    att = AdditiveAttention(C)
+    h = torch.randn(2, T, C)
+    c, alpha = att(h)
+    assert torch.allclose(alpha.sum(-1), torch.ones(2, T)) and (alpha >= 0).all()
+    assert (alpha.triu(1) == 0).all()
+    h2 = h.clone()
+    h2[:, 6:] += 1.0
+    assert torch.allclose(att(h2)[0][:, :6], c[:, :6])           # the past does not see the future
+    print(f"additive attention: rows sum to 1, causal; {sum(p.numel() for p in att.parameters())} parameters "
+          f"(the bilinear W has {C * C})")
+    return att
+
+
+def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1.5), n_steps: int = 32,
+                 seed: int = 0) -> dict[float, float]:
+    """Temperature: how often does a voice change pitch from one 16th to the next, per temperature?
+
+    Bach's voices change on about a quarter of the steps; a too-hot sampler
+    fidgets, a too-cold one stalls.
+    """
+    from ..sample import generate
+    from ..tokens import decode
+
+    out = {}
+    for temp in temperatures:
+        g = decode(generate(model, prompt, n_steps, temperature=temp, seed=seed))[-n_steps:]
+        out[temp] = float((g[1:] != g[:-1]).mean())
+        print(f"temperature {temp}: voices change pitch on {out[temp]:.0%} of steps")
+    return out
+
+
+@torch.no_grad()
+def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 16, pieces: int = 8) -> np.ndarray:
+    """Where does the LSTM's attention look? Mean weight on the token ``lag`` positions back."""
+    data = data or load_data()
+    model.eval()
+    mass = np.zeros(max_lag + 1)
+    for p in data.valid[:pieces]:
+        x = torch.as_tensor(encode(p.pitches[:64]))[None]
+        _, alpha = model(x, return_attention=True)
+        a = alpha[0].cpu().numpy()
+        for lag in range(max_lag + 1):
+            mass[lag] += np.diagonal(a, -lag).mean()
+    mass /= pieces
+    best = np.argsort(mass)[::-1][:3]
+    print("mean weight by lag:", " ".join(f"{k}:{m:.3f}" for k, m in enumerate(mass)))
+    print(f"largest at lags {best.tolist()}; uniform would be about {1 / 128:.3f}. The query at i predicts x_(i+1): "
+          f"lag 3 is the state that has just read x_(i-3), the target's voice one step back")
+    return mass
+
+
+
