@@ -11,7 +11,7 @@ from .tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
 from .music import grid_to_midi, midi_to_grid, piano_roll, play, read_midi, write_midi
 from .profiles import Profile, get_profile, pick_device, setup
 from .models import MODELS, ModelConfig, build_model
-from .training import History, TrainConfig, evaluate_nll, load_checkpoint, train
+from .training import History, TrainConfig, evaluate_nll, evaluate_prefix_nll, load_checkpoint, train
 from .sample import generate, prompt_from
 
 __all__ = [
@@ -20,6 +20,6 @@ __all__ = [
     "grid_to_midi", "midi_to_grid", "piano_roll", "play", "read_midi", "write_midi",
     "Profile", "get_profile", "pick_device", "setup",
     "MODELS", "ModelConfig", "build_model",
-    "History", "TrainConfig", "evaluate_nll", "load_checkpoint", "train",
+    "History", "TrainConfig", "evaluate_nll", "evaluate_prefix_nll", "load_checkpoint", "train",
     "generate", "prompt_from",
 ]

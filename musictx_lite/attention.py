@@ -113,30 +113,43 @@ class MultiHeadAttention(nn.Module):
 
 
 class AttentionLM(nn.Module):
-    """Embedding -> one attention layer -> read-out; no positions (chapters 3 and 4).
+    """Embedding -> one attention layer -> read-out (chapters 3 and 4).
 
     ``causal=False`` lets every position see the whole crop: on next-token
-    prediction that leaks the answer (chapter 3).
+    prediction that leaks the answer (chapter 3). ``positions=True`` adds a
+    learned vector per position (chapter 6 explains them), which the leaking
+    model needs to find the next token.
     """
 
-    def __init__(self, cfg: ModelConfig, causal: bool = True, multi_head: bool = False):
+    def __init__(self, cfg: ModelConfig, causal: bool = True, multi_head: bool = False, positions: bool = False):
         super().__init__()
         self.cfg, self.context = cfg, cfg.block_size
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd) if positions else None
         self.attn = MultiHeadAttention(cfg, causal) if multi_head else Head(cfg.n_embd, cfg.n_embd, causal)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
     def forward(self, idx: torch.Tensor, return_attention: bool = False):
-        y, w = self.attn(self.tok_emb(idx), return_attention=True)    # (B, T, C), (B, [nh,] T, T)
+        x = self.tok_emb(idx)                                          # (B, T, C)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        y, w = self.attn(x, return_attention=True)                     # (B, T, C), (B, [nh,] T, T)
         logits = self.head(y)                                          # (B, T, V)
         return (logits, w) if return_attention else logits
 
 
 class UnmaskedAttentionLM(AttentionLM):
-    """The leak of chapter 3: next-token prediction with no causal mask."""
+    """The leak of chapter 3: next-token prediction with no causal mask (and positions, to find the answer)."""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, causal=False)
+        super().__init__(cfg, causal=False, positions=True)
+
+
+class PositionalAttentionLM(AttentionLM):
+    """Chapter 3: the leaking model's honest twin, masked, with the same learned positions."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, causal=True, positions=True)
 
 
 class MultiHeadLM(AttentionLM):

@@ -10,6 +10,8 @@ so their ratios are measured under the same conditions.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Callable
 
@@ -45,8 +47,16 @@ def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
     """Peak of live CPU tensor memory during ``fn``, from the profiler's allocation events."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)                                  # the profiler logs to fd 2 at start and stop
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
     live = peak = 0
     for e in sorted(prof.events(), key=lambda e: e.time_range.start):
         live += e.self_cpu_memory_usage

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from .attention import AttentionLM, MultiHeadLM, UnmaskedAttentionLM
+from .attention import AttentionLM, MultiHeadLM, PositionalAttentionLM, UnmaskedAttentionLM
 from .blocks import PostLNDecoder, TransformerDecoder
 from .config import ModelConfig
 from .fill import VoiceFill
@@ -16,8 +16,9 @@ MODELS: dict[str, type[nn.Module]] = {
     "lstm": LSTMModel,                              # chapter 1
     "lstm-attention": LSTMAttention,                # chapter 1
     "fill": VoiceFill,                              # chapter 2: fill in a hidden voice
-    "attention-unmasked": UnmaskedAttentionLM,      # chapter 3: the leak
-    "attention": AttentionLM,                       # chapter 3: one causal head
+    "attention-unmasked": UnmaskedAttentionLM,      # chapter 3: the leak (with positions)
+    "attention-positions": PositionalAttentionLM,   # chapter 3: its masked twin
+    "attention": AttentionLM,                       # chapter 3: one causal head, no positions
     "multi-head": MultiHeadLM,                      # chapter 4
     "transformer": TransformerDecoder,              # chapter 5: pre-LN blocks, no positions
     "transformer-post-ln": PostLNDecoder,           # chapter 5

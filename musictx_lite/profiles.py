@@ -41,7 +41,7 @@ class Profile:
 PROFILES = {
     "smoke": Profile(
         "smoke",
-        model=dict(n_embd=32, n_layers=1, n_heads=2, block_size=64, dropout=0.0),
+        model=dict(n_embd=32, n_layers=1, n_heads=2, block_size=128, dropout=0.0),
         train=TrainConfig(batch_size=8, max_steps=20, lr=3e-3, warmup_steps=4, eval_every=10,
                           ckpt_every=10, eval_pieces=8),
         sample_steps=16,
@@ -55,9 +55,10 @@ PROFILES = {
                           ckpt_every=125),
         notes="2 CPU cores: each chapter trains in at most 3 minutes",
         overrides={
-            "fill": dict(n_embd=64, batch_size=256, max_steps=1000, eval_every=250, ckpt_every=250),
+            "fill": dict(n_embd=64, batch_size=256, max_steps=3000, eval_every=750, ckpt_every=750),
             "attention": dict(n_embd=128),
             "attention-unmasked": dict(n_embd=128),
+            "attention-positions": dict(n_embd=128),
             "multi-head": dict(n_embd=128, n_heads=4),
             "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
             "transformer-post-ln": dict(n_embd=64, n_layers=3, n_heads=4),
@@ -69,6 +70,15 @@ PROFILES = {
         train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
                           ckpt_every=500),
         notes="Colab T4: each model trains in at most 10 minutes",
+        overrides={
+            "fill": dict(n_embd=128, batch_size=512, max_steps=5000, lr=2e-3, dropout=0.0),
+            "attention": dict(n_embd=256, dropout=0.0),
+            "attention-unmasked": dict(n_embd=256, dropout=0.0),
+            "attention-positions": dict(n_embd=256, dropout=0.0),
+            "multi-head": dict(n_embd=256, n_heads=8, dropout=0.0),
+            "transformer": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
+            "transformer-post-ln": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
+        },
     ),
 }
 

@@ -124,20 +124,46 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], device: torch.device | s
             xy = nn.utils.rnn.pad_sequence(group, batch_first=True, padding_value=PAD).to(device)
             total += token_nll(model, xy[:, :-1], xy[:, 1:]).item()
             count += sum(len(s) - 1 for s in group)
-    else:
+    else:                                               # windows of the context, scored in batches
         stride = max(4, ctx // 2 // 4 * 4)
+        xs, ys = [], []
         for s in seqs:
-            s = s.to(device)
-            scored = 0                                    # targets s[1 : 1 + scored] are done
+            scored = 0                                  # targets s[1 : 1 + scored] are done
             for start in range(0, len(s) - 1, stride):
-                x = s[start: start + ctx]
                 y = s[start + 1: start + ctx + 1].clone()
-                y[: scored - start] = PAD                  # already scored by an earlier window
-                total += token_nll(model, x[None, : len(y)], y[None]).item()
+                y[: scored - start] = PAD               # already scored by an earlier window
+                x = s[start: start + len(y)]
+                xs.append(F.pad(x, (0, ctx - len(x)), value=PAD))
+                ys.append(F.pad(y, (0, ctx - len(y)), value=PAD))
                 scored = start + len(y)
                 if scored >= len(s) - 1:
                     break
             count += len(s) - 1
+        X, Y = torch.stack(xs).to(device), torch.stack(ys).to(device)      # (n_windows, ctx)
+        for i in range(0, len(X), 4 * batch_size):
+            total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
+    model.train(was_training)
+    return total / count
+
+
+@torch.no_grad()
+def evaluate_prefix_nll(model: nn.Module, pieces: list[Piece], max_tokens: int = 128) -> float:
+    """NLL per token when each token is predicted from its prefix alone, as at generation time.
+
+    For a causal model this equals ``evaluate_nll`` on the same tokens; a model
+    that peeks at the future (chapter 3) is found out. One forward pass per
+    token: use a few pieces and a short ``max_tokens``.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for p in pieces:
+        s = torch.as_tensor(encode(p.pitches)[: max_tokens + 1], device=device)
+        for t in range(1, len(s)):
+            logits = model(s[None, :t])[0, -1].float()                  # the prefix s[0 .. t-1] only
+            total -= F.log_softmax(logits, -1)[s[t]].item()
+            count += 1
     model.train(was_training)
     return total / count
 

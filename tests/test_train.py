@@ -135,3 +135,17 @@ def test_seeded_runs_are_reproducible(chorales):
         runs.append(train(build_model("lstm", SMALL), chorales, cfg(max_steps=6), progress=False).train_loss)
     assert runs[0] == runs[1]
     assert PAD == 0
+
+
+def test_prefix_nll_equals_full_nll_for_causal_models_only(chorales):
+    from musictx_lite import evaluate_prefix_nll
+
+    torch.manual_seed(0)
+    pieces = [chorales.valid[0]]
+    for name in ("lstm", "attention"):
+        m = build_model(name, ModelConfig(n_embd=16, n_heads=2, block_size=64))
+        full = evaluate_nll(m, [type(pieces[0])("x", pieces[0].pitches[:8])])
+        assert evaluate_prefix_nll(m, pieces, max_tokens=32) == pytest.approx(full, rel=1e-5)
+    leaky = build_model("attention-unmasked", ModelConfig(n_embd=16, n_heads=2, block_size=64))
+    short = [type(pieces[0])("x", pieces[0].pitches[:8])]
+    assert abs(evaluate_prefix_nll(leaky, pieces, max_tokens=32) - evaluate_nll(leaky, short)) > 1e-3

@@ -6,6 +6,8 @@ solution and prints what it finds.
 """
 from .ch0 import exercise_0_1, exercise_0_2, exercise_0_3
 from .ch1 import AdditiveAttention, exercise_1_1, exercise_1_2, exercise_1_3
+from .ch2 import exercise_2_1, exercise_2_2, exercise_2_3
+from .ch3 import exercise_3_1, exercise_3_2
 from .ch4 import *  # noqa: F401,F403
 from .ch5 import *  # noqa: F401,F403
 

@@ -1,7 +1,126 @@
-"""Chapter 4 exercises.
+"""Chapter 4 exercises: multi-head attention.
 
-Notebook: notebooks/04_*.ipynb
+Notebook: notebooks/04_multi_head.ipynb
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..attention import MultiHeadAttention, causal_mask
+from ..config import ModelConfig
+from ..data import Splits, load_data
+from ..training import evaluate_nll
+
+__all__ = ["GroupedQueryAttention", "exercise_4_1", "exercise_4_2", "exercise_4_3"]
+
+
+@torch.no_grad()
+def exercise_4_1(n_embd: int = 32, n_heads: int = 4, T: int = 12, seed: int = 0) -> float:
+    """Multi-head attention in einsums, from the weights of a ``MultiHeadAttention``; returns the max difference.
+
+    No reshapes and no transposes: the head index is just one more letter.
+    b batch, t/i/j positions, n head, h head feature, c/o model features.
+    """
+    torch.manual_seed(seed)
+    cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads)
+    mha = MultiHeadAttention(cfg, fast=False).eval()
+    x = torch.randn(2, T, n_embd)                                           # (B, T, C)
+    hs = n_embd // n_heads
+    W = mha.qkv.weight.view(3, n_heads, hs, n_embd)                         # [W_Q | W_K | W_V]^T, split by head
+    q, k, v = torch.einsum("btc,snhc->sbnth", x, W)                        # (B, nh, T, hs) each
+    scores = torch.einsum("bnih,bnjh->bnij", q, k) / math.sqrt(hs)          # (B, nh, T, T)
+    scores = scores.masked_fill(~causal_mask(T), float("-inf"))
+    y = torch.einsum("bnij,bnjh->bnih", scores.softmax(-1), v)              # (B, nh, T, hs)
+    W_O = mha.proj.weight.view(n_embd, n_heads, hs)                         # (C_out, nh, hs)
+    out = torch.einsum("bnth,onh->bto", y, W_O) + mha.proj.bias             # (B, T, C): concat + W_O in one go
+    diff = (out - mha(x)).abs().max().item()
+    assert diff < 1e-5, diff
+    print(f"einsum multi-head attention = MultiHeadAttention: max |difference| = {diff:.1e}")
+    return diff
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal attention whose ``n_heads`` query heads share ``n_groups`` key/value heads.
+
+    ``n_groups == n_heads`` is ordinary multi-head attention, ``n_groups == 1``
+    multi-query attention (Shazeer 2019; GQA: Ainslie et al. 2023).
+    """
+
+    def __init__(self, cfg: ModelConfig, n_groups: int):
+        super().__init__()
+        if cfg.n_heads % n_groups:
+            raise ValueError(f"n_heads={cfg.n_heads} is not divisible by n_groups={n_groups}")
+        self.n_heads, self.n_groups, self.hs = cfg.n_heads, n_groups, cfg.n_embd // cfg.n_heads
+        self.q = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.kv = nn.Linear(cfg.n_embd, 2 * n_groups * self.hs, bias=False)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q = self.q(x).view(B, T, self.n_heads, self.hs).transpose(1, 2)                        # (B, nh, T, hs)
+        k, v = (t.view(B, T, self.n_groups, self.hs).transpose(1, 2)
+                for t in self.kv(x).split(self.n_groups * self.hs, dim=-1))                    # (B, ng, T, hs)
+        rep = self.n_heads // self.n_groups
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)                # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                            # (B, nh, T, hs)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))                                   # (B, T, C)
+
+
+@torch.no_grad()
+def exercise_4_2(n_embd: int = 128, n_heads: int = 8, T: int = 256, seed: int = 0) -> dict[int, dict]:
+    """Fewer key/value heads: parameters and the keys and values a generator must keep per token.
+
+    Checks first that ``n_groups == n_heads`` computes exactly MultiHeadAttention.
+    """
+    torch.manual_seed(seed)
+    cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads)
+    mha = MultiHeadAttention(cfg).eval()
+    gqa = GroupedQueryAttention(cfg, n_heads)
+    gqa.q.weight.copy_(mha.qkv.weight[:n_embd])
+    gqa.kv.weight.copy_(mha.qkv.weight[n_embd:])
+    gqa.proj.load_state_dict(mha.proj.state_dict())
+    x = torch.randn(2, T, n_embd)
+    assert torch.allclose(gqa(x), mha(x), atol=1e-5)
+    print(f"n_groups = n_heads = {n_heads} equals MultiHeadAttention\n")
+    print(f"C = {n_embd}, {n_heads} query heads of size {n_embd // n_heads}")
+    print(f" groups   parameters   K,V floats per token   K,V floats for T = {T}")
+    out = {}
+    for g in [d for d in range(n_heads, 0, -1) if n_heads % d == 0]:
+        m = GroupedQueryAttention(cfg, g)
+        kv = 2 * g * (n_embd // n_heads)
+        out[g] = {"params": sum(p.numel() for p in m.parameters()), "kv_per_token": kv}
+        print(f"{g:7d} {out[g]['params']:12,d} {kv:22d} {kv * T:21,d}")
+    print("\nEvery query head still scores all T keys, so the (nh, T, T) weights and their cost do not shrink;\n"
+          "what shrinks is K and V, which a generator caches for every past token.")
+    return out
+
+
+@torch.no_grad()
+def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8) -> dict[int, float]:
+    """Knock out one head at a time (zero its slice before W_O) and measure the valid NLL it costs."""
+    data = data or load_data()
+    attn = model.attn
+    nh, C = attn.n_heads, attn.proj.in_features
+    hs = C // nh
+    valid = data.valid[:pieces]
+    base = evaluate_nll(model, valid)
+    out = {}
+    for h in range(nh):
+        def knock_out(module, args, h=h):
+            y = args[0].clone()
+            y[..., h * hs:(h + 1) * hs] = 0                                  # head h contributes nothing
+            return (y,)
+        handle = attn.proj.register_forward_pre_hook(knock_out)
+        try:
+            out[h] = evaluate_nll(model, valid) - base
+        finally:
+            handle.remove()
+    print(f"valid NLL on {pieces} chorales: {base:.3f} nats/token with all heads")
+    for h, d in out.items():
+        print(f"  without head {h}: {d:+.3f}")
+    print("A head whose removal costs little is redundant at this size (Michel et al. 2019 pruned many).")
+    return out

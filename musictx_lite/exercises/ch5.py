@@ -1,7 +1,91 @@
-"""Chapter 5 exercises.
+"""Chapter 5 exercises: blocks (RMSNorm, gradients through deep stacks, where the parameters are).
 
-Notebook: notebooks/05_*.ipynb
+Notebook: notebooks/05_blocks.ipynb
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+import torch
+import torch.nn as nn
+
+from ..blocks import LayerNorm, TransformerDecoder
+from ..config import ModelConfig
+from ..data import Splits, load_data
+from ..models import n_params
+from ..training import Crops, token_nll
+
+__all__ = ["RMSNorm", "exercise_5_1", "exercise_5_2", "exercise_5_3"]
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * gamma, over the last (feature) axis: LayerNorm without the centring."""
+
+    def __init__(self, C: int, eps: float = 1e-5):
+        super().__init__()
+        self.gamma, self.eps = nn.Parameter(torch.ones(C)), eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)    # (B, T, 1)
+        return x / rms * self.gamma
+
+
+def exercise_5_1(C: int = 64, seed: int = 0) -> RMSNorm:
+    """RMSNorm against LayerNorm: equal on centred tokens, different under a shift, half the parameters."""
+    torch.manual_seed(seed)
+    rms, ln = RMSNorm(C), LayerNorm(C)
+    x = torch.randn(2, 5, C) * 3 + 1                                      # (B, T, C)
+    y = rms(x)
+    assert torch.allclose(y.pow(2).mean(-1), torch.ones(2, 5), atol=1e-4)  # every token has RMS 1
+    xc = x - x.mean(-1, keepdim=True)                                      # centred tokens
+    assert torch.allclose(rms(xc), ln(xc), atol=1e-5)                      # there they agree
+    shift = 10.0
+    d_ln = (ln(x + shift) - ln(x)).abs().max().item()
+    d_rms = (rms(x + shift) - rms(x)).abs().max().item()
+    assert d_ln < 1e-4 < d_rms
+    print(f"RMS of every output token: 1; on centred tokens RMSNorm == LayerNorm")
+    print(f"adding {shift} to every feature changes LayerNorm's output by {d_ln:.1e}, RMSNorm's by {d_rms:.2f}")
+    print(f"parameters per norm: LayerNorm {n_params(ln)} (gamma, beta), RMSNorm {n_params(rms)} (gamma)")
+    return rms
+
+
+def exercise_5_2(n_layers: int = 12, data: Splits | None = None, C: int = 64, seed: int = 0) -> dict[str, list[float]]:
+    """Gradient norm of each block's parameters at initialisation, pre-LN against post-LN."""
+    data = data or load_data()
+    cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, block_size=64)
+    x, y = Crops(data.train, cfg.block_size, seed).batch(16)              # (B, T) each
+    out = {}
+    for name, pre_ln in (("pre-LN", True), ("post-LN", False)):
+        torch.manual_seed(seed)
+        model = TransformerDecoder(cfg, pre_ln=pre_ln)
+        loss = token_nll(model, x, y) / (y != 0).sum()
+        loss.backward()
+        out[name] = [torch.cat([p.grad.flatten() for p in b.parameters()]).norm().item() for b in model.blocks]
+    print("block:   " + " ".join(f"{i:6d}" for i in range(1, n_layers + 1)))
+    for name, g in out.items():
+        print(f"{name:8s} " + " ".join(f"{v:6.3f}" for v in g) + f"   last/first = {g[-1] / g[0]:.2f}")
+    ratio = {name: g[-1] / g[0] for name, g in out.items()}
+    print(f"last block / first block: pre-LN {ratio['pre-LN']:.2f}, post-LN {ratio['post-LN']:.2f}. "
+          f"Xiong et al. (2020): at initialisation post-LN's\ngradients grow towards the output (so a large "
+          f"learning rate hits the top blocks hardest), pre-LN's do not.")
+    return out
+
+
+def exercise_5_3(widths=(64, 192, 512), n_layers: int = 4, vocab_size: int = 54) -> dict[int, dict[str, float]]:
+    """Where are the parameters? Shares of attention, feed-forward, norms and embedding + read-out."""
+    out = {}
+    print(f"{n_layers} blocks, vocabulary {vocab_size}")
+    print("    C   attention  feed-forward  LayerNorms  embed+head     total")
+    for C in widths:
+        m = TransformerDecoder(ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, vocab_size=vocab_size))
+        parts = {
+            "attention": sum(n_params(b.attn) for b in m.blocks),
+            "feed-forward": sum(n_params(b.ff) for b in m.blocks),
+            "LayerNorms": sum(n_params(b.ln1) + n_params(b.ln2) for b in m.blocks) + n_params(m.ln_f),
+            "embed+head": n_params(m.tok_emb) + n_params(m.head),
+        }
+        total = n_params(m)
+        assert sum(parts.values()) == total
+        assert parts["feed-forward"] == n_layers * (8 * C * C + 5 * C) and parts["attention"] == n_layers * (4 * C * C + C)
+        out[C] = {k: v / total for k, v in parts.items()}
+        print(f"{C:5d}   " + "  ".join(f"{out[C][k]:10.1%}" for k in parts) + f"  {total:10,d}")
+    print("Inside a block the feed-forward holds 8C^2 of the 12C^2 weights: two thirds, at every width.")
+    return out
