@@ -114,7 +114,15 @@ class SameVoice:
             p[4:] = table[y[:-4], y[4:]]
             total -= np.log(p).sum()
             count += len(y)
-        return total / count
+        return float(total / count)
 
     def nll(self, pieces: list[Piece]) -> float:
         return self._nll([np.asarray(s) for s in _seqs(pieces)], self.alpha)
+
+
+def baseline_nlls(data, orders=range(4, 8)) -> dict[str, float]:
+    """Chapter 0's bar, on ``data.valid``: unigram, the best n-gram of ``orders``, and same voice."""
+    ngram = {n: NGram(n).fit(data.train).nll(data.valid) for n in orders}
+    best = min(ngram, key=ngram.get)
+    return {"unigram": NGram(1).fit(data.train).nll(data.valid), f"{best}-gram": ngram[best],
+            "same voice": SameVoice().fit(data.train).nll(data.valid)}

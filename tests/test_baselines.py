@@ -44,3 +44,13 @@ def test_ngram_sample_continues_prompt(chorales):
     np.testing.assert_array_equal(out[: len(prompt)], prompt)
     assert not np.isin(out[len(prompt):], [PAD, BOS, HOLD, MASK]).any()   # only pitches and rests
     np.testing.assert_array_equal(out, m.sample(prompt, 6, seed=0))
+
+
+def test_baseline_nlls_is_chapter_0s_table(fitted, chorales):
+    from musictx_lite.baselines import baseline_nlls
+
+    ngrams, sv = fitted
+    table = baseline_nlls(chorales, orders=(1, 3))
+    assert list(table) == ["unigram", "3-gram", "same voice"]
+    assert table["3-gram"] == pytest.approx(ngrams[3].nll(chorales.valid))
+    assert table["same voice"] == pytest.approx(sv.nll(chorales.valid))

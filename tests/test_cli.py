@@ -34,3 +34,21 @@ def test_clear_errors(tmp_path):
     res = run("train", "--model", "lstm", "--profile", "huge", "--out", str(tmp_path), check=False)
     assert res.returncode != 0 and "invalid choice" in res.stderr
     assert not np.any([p.suffix == ".mid" for p in tmp_path.iterdir()])
+
+
+def test_every_chapter_model_trains_from_the_cli(tmp_path):
+    for name in ("fill", "transformer"):
+        out = run("train", "--model", name, "--profile", "smoke", "--out", str(tmp_path / name), "--quiet",
+                  "--steps", "4")
+        assert out.stdout.strip().splitlines()[-1].startswith("valid NLL: ")
+    res = run("generate", "--checkpoint", str(tmp_path / "fill"), "--out", str(tmp_path / "f.mid"), check=False)
+    assert res.returncode != 0 and "does not continue a sequence" in res.stderr
+
+
+def test_bench_attention_prints_every_implementation(tmp_path):
+    out = run("bench", "attention", "--lengths", "32", "64", "--repeats", "1", "--plot", str(tmp_path / "b.png")).stdout
+    for name in ("per-head loop", "batched", "SDPA", "nn.MultiheadAttention"):
+        assert name in out
+    rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "64")]
+    assert len(rows) == 2 and all(len(r) == 1 + 3 * 4 for r in rows)
+    assert (tmp_path / "b.png").stat().st_size > 1000
