@@ -52,11 +52,12 @@ def attention_over_roll(alpha: np.ndarray, pitches: np.ndarray, queries: list[in
         for v, (name, color) in enumerate(zip(VOICES, COLORS)):
             sel = (keys - 1) % 4 == v
             ax.bar(token_time(keys[sel]), w[sel], width=0.06, color=color)
-        voice = VOICES[(q - 1) % 4]
+        voice, target = VOICES[(q - 1) % 4], VOICES[q % 4]
         ax.axvline(token_time(q), color="k", ls=":", lw=1)
         axes[0].axvline(token_time(q), color="k", ls=":", lw=1)
         ax.set_ylabel("weight")
-        ax.set_title(f"query: token {q} ({voice}); bars: weight on each earlier token", fontsize=9, loc="left")
+        ax.set_title(f"query: token {q} ({voice}, predicting the {target}); bars: weight on each earlier token",
+                     fontsize=9, loc="left")
     axes[-1].set_xlabel("time (quarter notes)")
     fig.tight_layout()
     return fig

@@ -5,6 +5,8 @@ Notebook: every chapter's first cell (``setup()``); explained in book/using.md.
 ``smoke`` is for CI (seconds per chapter), ``cpu`` trains each chapter in at most
 3 minutes on 2 cores, ``gpu`` is a bigger model for Colab. The profile is picked
 automatically (``gpu`` with CUDA, else ``cpu``); ``MUSICTX_PROFILE`` overrides it.
+A profile holds one default model size and training budget, and per model name
+the settings that differ (a transformer wants a narrower, deeper model than an LSTM).
 """
 from __future__ import annotations
 
