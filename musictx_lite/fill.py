@@ -66,13 +66,13 @@ def fill_batch(steps: torch.Tensor, batch_size: int, gen: torch.Generator) -> tu
 @torch.no_grad()
 def evaluate_fill_nll(model: nn.Module, pieces: list[Piece], device=None) -> float:
     """NLL in nats per hidden note: every step of every piece, each voice hidden in turn."""
+    from .training import evaluating
+
     device = device or next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     steps = all_steps(pieces).to(device)                              # (N, 4)
     total = 0.0
-    for v in range(4):
-        x, y = hide(steps, torch.full((len(steps),), v, device=device))
-        total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD, reduction="sum").item()
-    model.train(was_training)
+    with evaluating(model):
+        for v in range(4):
+            x, y = hide(steps, torch.full((len(steps),), v, device=device))
+            total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD, reduction="sum").item()
     return total / (4 * len(steps))

@@ -10,6 +10,7 @@ import torch.nn as nn
 
 from .data import Piece
 from .tokens import BOS, HOLD, MASK, PAD, encode
+from .training import evaluating
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
@@ -37,20 +38,18 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     device = next(model.parameters()).device
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
-    was_training = model.training
-    model.eval()
     idx = torch.as_tensor(prompt, device=device)[None]             # (1, T)
-    for _ in range(4 * n_steps):
-        window = idx
-        if ctx is not None and idx.shape[1] > ctx:
-            start = -(-(idx.shape[1] - ctx) // 4) * 4                 # a multiple of 4: voices stay aligned
-            window = idx[:, start:]
-        logits = model(window)[0, -1].float() / temperature          # (V,)
-        logits[list(banned)] = float("-inf")
-        if top_k is not None:
-            kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
-            logits[logits < kth] = float("-inf")
-        nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
-        idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
-    model.train(was_training)
+    with evaluating(model):
+        for _ in range(4 * n_steps):
+            window = idx
+            if ctx is not None and idx.shape[1] > ctx:
+                start = -(-(idx.shape[1] - ctx) // 4) * 4             # a multiple of 4: voices stay aligned
+                window = idx[:, start:]
+            logits = model(window)[0, -1].float() / temperature      # (V,)
+            logits[list(banned)] = float("-inf")
+            if top_k is not None:
+                kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
+                logits[logits < kth] = float("-inf")
+            nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
+            idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
     return idx[0].cpu().numpy()

@@ -98,6 +98,17 @@ class Crops:
         return xy[:, :-1], xy[:, 1:]
 
 
+@contextlib.contextmanager
+def evaluating(model: nn.Module):
+    """Put ``model`` in eval mode for a block, and restore its mode afterwards, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Summed next-token NLL (nats) of targets ``y`` (B, T) given inputs ``x`` (B, T); PAD ignored."""
     logits = model(x)                                                   # (B, T, V)
@@ -113,17 +124,16 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], device: torch.device | s
     half the context), so every token sees at least half a context of history.
     """
     device = device or next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     seqs = sorted((torch.as_tensor(encode(p.pitches)) for p in pieces), key=len)
     ctx = getattr(model, "context", None)
     total, count = 0.0, 0
     if ctx is None:
-        for i in range(0, len(seqs), batch_size):
-            group = seqs[i: i + batch_size]
-            xy = nn.utils.rnn.pad_sequence(group, batch_first=True, padding_value=PAD).to(device)
-            total += token_nll(model, xy[:, :-1], xy[:, 1:]).item()
-            count += sum(len(s) - 1 for s in group)
+        with evaluating(model):
+            for i in range(0, len(seqs), batch_size):
+                group = seqs[i: i + batch_size]
+                xy = nn.utils.rnn.pad_sequence(group, batch_first=True, padding_value=PAD).to(device)
+                total += token_nll(model, xy[:, :-1], xy[:, 1:]).item()
+                count += sum(len(s) - 1 for s in group)
     else:                                               # windows of the context, scored in batches
         stride = max(4, ctx // 2 // 4 * 4)
         xs, ys = [], []
@@ -140,9 +150,9 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], device: torch.device | s
                     break
             count += len(s) - 1
         X, Y = torch.stack(xs).to(device), torch.stack(ys).to(device)      # (n_windows, ctx)
-        for i in range(0, len(X), 4 * batch_size):
-            total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
-    model.train(was_training)
+        with evaluating(model):
+            for i in range(0, len(X), 4 * batch_size):
+                total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
     return total / count
 
 
@@ -155,16 +165,14 @@ def evaluate_prefix_nll(model: nn.Module, pieces: list[Piece], max_tokens: int =
     token: use a few pieces and a short ``max_tokens``.
     """
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     total, count = 0.0, 0
-    for p in pieces:
-        s = torch.as_tensor(encode(p.pitches)[: max_tokens + 1], device=device)
-        for t in range(1, len(s)):
-            logits = model(s[None, :t])[0, -1].float()                  # the prefix s[0 .. t-1] only
-            total -= F.log_softmax(logits, -1)[s[t]].item()
-            count += 1
-    model.train(was_training)
+    with evaluating(model):
+        for p in pieces:
+            s = torch.as_tensor(encode(p.pitches)[: max_tokens + 1], device=device)
+            for t in range(1, len(s)):
+                logits = model(s[None, :t])[0, -1].float()              # the prefix s[0 .. t-1] only
+                total -= F.log_softmax(logits, -1)[s[t]].item()
+                count += 1
     return total / count
 
 

@@ -149,3 +149,14 @@ def test_prefix_nll_equals_full_nll_for_causal_models_only(chorales):
     leaky = build_model("attention-unmasked", ModelConfig(n_embd=16, n_heads=2, block_size=64))
     short = [type(pieces[0])("x", pieces[0].pitches[:8])]
     assert abs(evaluate_prefix_nll(leaky, pieces, max_tokens=32) - evaluate_nll(leaky, short)) > 1e-3
+
+
+def test_evaluating_restores_the_mode_even_on_error():
+    from musictx_lite.training import evaluating
+
+    m = nn.Linear(2, 2).train()
+    with pytest.raises(RuntimeError):
+        with evaluating(m):
+            assert not m.training
+            raise RuntimeError("boom")
+    assert m.training

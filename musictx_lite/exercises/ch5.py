@@ -41,7 +41,7 @@ def exercise_5_1(C: int = 64, seed: int = 0) -> RMSNorm:
     d_ln = (ln(x + shift) - ln(x)).abs().max().item()
     d_rms = (rms(x + shift) - rms(x)).abs().max().item()
     assert d_ln < 1e-4 < d_rms
-    print(f"RMS of every output token: 1; on centred tokens RMSNorm == LayerNorm")
+    print("RMS of every output token: 1; on centred tokens RMSNorm == LayerNorm")
     print(f"adding {shift} to every feature changes LayerNorm's output by {d_ln:.1e}, RMSNorm's by {d_rms:.2f}")
     print(f"parameters per norm: LayerNorm {n_params(ln)} (gamma, beta), RMSNorm {n_params(rms)} (gamma)")
     return rms
