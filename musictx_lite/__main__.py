@@ -28,7 +28,7 @@ def cmd_train(a: argparse.Namespace) -> None:
     torch.manual_seed(tcfg.seed)
     model = build_model(a.model, mcfg)
     print(f"profile {p.name}: {a.model}, {n_params(model):,} parameters, {tcfg.max_steps} steps; data: {data.source}")
-    hist = train(model, data, tcfg, out_dir=a.out, model_name=a.model, device=a.device, progress=not a.quiet)
+    hist = train(model, data, tcfg, out_dir=a.out, device=a.device, progress=not a.quiet)
     print(f"trained {hist.step[-1] if hist.step else 0} steps in {hist.seconds:.0f} s "
           f"({hist.tokens_per_s:,.0f} tokens/s); checkpoint: {a.out}")
     print(f"valid NLL: {hist.final_nll:.4f} nats/token")

@@ -1,5 +1,6 @@
-"""Self-attention: one head (chapter 2), the causal mask (chapter 3), and
-multi-head attention as a loop of heads and as one batched module (chapter 4).
+"""Self-attention: the attention core and one head (chapter 2), the causal mask
+(chapter 3), and multi-head attention as a loop of heads and as one batched
+module (chapter 4).
 
 Notebooks: notebooks/02_self_attention.ipynb, 03_masking.ipynb, 04_multi_head.ipynb
 
@@ -15,6 +16,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
+from .device import to_model
+from .tasks import evaluating
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -22,13 +25,29 @@ def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tenso
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q k^T / sqrt(d_k)) v for (..., T, d_k) inputs; returns output and weights (..., T, T).
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              bias: torch.Tensor | None = None, causal: bool = False,
+              need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax(q k^T / sqrt(d_k) + bias) v for (..., T, d_k) inputs; returns the output and the weights.
 
-    ``mask`` is True where attending is allowed; the others get -inf before the softmax.
+    The one attention core of the book. ``mask`` (T, T) is True where query i may
+    attend to key j; ``causal=True`` adds the causal mask. ``bias`` is added to
+    the scores before masking, so a masked key stays at weight 0 whatever the
+    bias says (relative positions, chapters 7-9, live there). Without
+    ``need_weights`` the fused ``F.scaled_dot_product_attention`` computes the
+    same output and the weights come back as None.
     """
+    if not need_weights and bias is None and mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal), None   # fused kernels
+    if causal:
+        T = q.shape[-2]
+        mask = causal_mask(T, q.device) if mask is None else mask & causal_mask(T, q.device)
+    if not need_weights:                                             # SDPA takes a boolean or additive mask
+        m = mask if bias is None else bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m), None
     scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (..., T, T)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)                              # (..., T, T), rows sum to 1
@@ -46,10 +65,8 @@ class Head(nn.Module):
         self.causal = causal
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
-        T = x.shape[1]
         q, k, v = self.query(x), self.key(x), self.value(x)            # (B, T, hs) each
-        mask = causal_mask(T, x.device) if self.causal else None
-        out, w = attention(q, k, v, mask)                              # (B, T, hs), (B, T, T)
+        out, w = attention(q, k, v, causal=self.causal, need_weights=return_attention)   # (B, T, hs), (B, T, T)
         return (out, w) if return_attention else out
 
 
@@ -69,13 +86,18 @@ class MultiHeadLoop(nn.Module):
 class MultiHeadAttention(nn.Module):
     """The same computation batched: one projection for Q, K, V of all heads, one matmul.
 
-    ``fast=True`` uses ``F.scaled_dot_product_attention`` (fused kernels) unless
-    the weights are asked for.
+    ``score_bias``, if given, maps the queries (B, nh, T, hs) to an additive term
+    of the scores, (B or 1, nh, T, T): chapters 7-9 put relative positions there.
+    ``mask(T, device)``, if given, says which keys each query may see (a band in
+    chapter 9), on top of the causal mask. ``fast=False`` always takes the
+    readable path; otherwise SDPA runs unless the weights are asked for.
     """
 
-    def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True):
+    def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True,
+                 score_bias: nn.Module | None = None, mask=None):
         super().__init__()
         self.n_heads, self.causal, self.fast = cfg.n_heads, causal, fast
+        self.score_bias, self.mask = score_bias, mask
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)  # [W_Q | W_K | W_V] of all heads
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)                  # W_O
         self.drop = nn.Dropout(cfg.dropout)
@@ -84,13 +106,11 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                          # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if self.fast and not return_attention:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)      # (B, nh, T, hs)
-            w = None
-        else:
-            y, w = attention(q, k, v, causal_mask(T, x.device) if self.causal else None)   # w: (B, nh, T, T)
+        bias = self.score_bias(q) if self.score_bias is not None else None          # (B, nh, T, T)
+        mask = self.mask(T, x.device) if self.mask is not None else None            # (T, T)
+        y, w = attention(q, k, v, mask, bias, self.causal, need_weights=return_attention or not self.fast)
         y = self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
-        return (y, w) if return_attention else y
+        return (y, w) if return_attention else y                      # w: (B, nh, T, T)
 
     @torch.no_grad()
     def load_from_loop(self, loop: MultiHeadLoop) -> "MultiHeadAttention":
@@ -112,48 +132,17 @@ class MultiHeadAttention(nn.Module):
         return mha
 
 
-class AttentionLM(nn.Module):
-    """Embedding -> one attention layer -> read-out (chapters 3 and 4).
+@torch.no_grad()
+def attention_weights(model: nn.Module, tokens, layer: int = -1) -> torch.Tensor:
+    """The attention weights of ``model`` on one token sequence, on the CPU.
 
-    ``causal=False`` lets every position see the whole crop: on next-token
-    prediction that leaks the answer (chapter 3). ``positions=True`` adds a
-    learned vector per position (chapter 6 explains them), which the leaking
-    model needs to find the next token.
+    ``tokens`` (T,) may be a list, an array or a tensor on any device; it is moved
+    to the model's device. Returns (T, T) for one head, (nh, T, T) for several;
+    ``layer`` picks the layer of a decoder.
     """
-
-    def __init__(self, cfg: ModelConfig, causal: bool = True, multi_head: bool = False, positions: bool = False):
-        super().__init__()
-        self.cfg, self.context = cfg, cfg.block_size
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd) if positions else None
-        self.attn = MultiHeadAttention(cfg, causal) if multi_head else Head(cfg.n_embd, cfg.n_embd, causal)
-        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
-
-    def forward(self, idx: torch.Tensor, return_attention: bool = False):
-        x = self.tok_emb(idx)                                          # (B, T, C)
-        if self.pos_emb is not None:
-            x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
-        y, w = self.attn(x, return_attention=True)                     # (B, T, C), (B, [nh,] T, T)
-        logits = self.head(y)                                          # (B, T, V)
-        return (logits, w) if return_attention else logits
-
-
-class UnmaskedAttentionLM(AttentionLM):
-    """The leak of chapter 3: next-token prediction with no causal mask (and positions, to find the answer)."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, causal=False, positions=True)
-
-
-class PositionalAttentionLM(AttentionLM):
-    """Chapter 3: the leaking model's honest twin, masked, with the same learned positions."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, causal=True, positions=True)
-
-
-class MultiHeadLM(AttentionLM):
-    """Chapter 4: the single head replaced by causal multi-head attention."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, multi_head=True)
+    x = to_model(model, tokens)[None]                                   # (1, T)
+    with evaluating(model):
+        _, w = model(x, return_attention=True)
+    if isinstance(w, (list, tuple)):                                    # a decoder: one entry per layer
+        w = w[layer]
+    return w[0].float().cpu()                                           # (T, T) or (nh, T, T)

@@ -1,5 +1,5 @@
 """Transformer blocks: feed-forward, residual connections, LayerNorm over the features,
-pre-LN and post-LN arrangements, and the decoder-only transformer built from them.
+and the pre-LN and post-LN arrangements. ``decoder.py`` stacks them.
 
 Notebook: notebooks/05_blocks.ipynb
 """
@@ -42,51 +42,32 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """Attention then feed-forward, each wrapped in a residual connection and a LayerNorm.
+    """A mixer (attention) then feed-forward, each wrapped in a residual connection and a LayerNorm.
 
-    pre-LN:  x = x + attn(ln1(x));  x = x + ff(ln2(x))
-    post-LN: x = ln1(x + attn(x));  x = ln2(x + ff(x))
+    pre-LN:  x = x + mixer(ln1(x));  x = x + ff(ln2(x))
+    post-LN: x = ln1(x + mixer(x));  x = ln2(x + ff(x))
     """
 
-    def __init__(self, cfg: ModelConfig, pre_ln: bool = True, attn: nn.Module | None = None):
+    def __init__(self, cfg: ModelConfig, mixer: nn.Module | None = None, pre_ln: bool = True):
         super().__init__()
         self.pre_ln = pre_ln
+        self.mixer = mixer if mixer is not None else MultiHeadAttention(cfg, causal=True)
         self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
-        self.attn = attn if attn is not None else MultiHeadAttention(cfg, causal=True)
         self.ff = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
         if self.pre_ln:
-            x = x + self.attn(self.ln1(x))                       # (B, T, C)
-            return x + self.ff(self.ln2(x))
-        x = self.ln1(x + self.attn(x))
-        return self.ln2(x + self.ff(x))
+            m, w = self._mix(self.ln1(x), return_attention)
+            x = x + m                                            # (B, T, C)
+            x = x + self.ff(self.ln2(x))
+        else:
+            m, w = self._mix(x, return_attention)
+            x = self.ln1(x + m)
+            x = self.ln2(x + self.ff(x))
+        return (x, w) if return_attention else x
 
-
-class TransformerDecoder(nn.Module):
-    """Token embedding, a stack of causal blocks, a final LayerNorm (pre-LN) and the read-out.
-
-    No positional encoding: chapter 6 adds one.
-    """
-
-    def __init__(self, cfg: ModelConfig, pre_ln: bool = True):
-        super().__init__()
-        self.cfg, self.context = cfg, cfg.block_size
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList([Block(cfg, pre_ln) for _ in range(cfg.n_layers)])
-        self.ln_f = nn.LayerNorm(cfg.n_embd) if pre_ln else nn.Identity()
-        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.drop(self.tok_emb(idx))                         # (B, T, C)
-        for block in self.blocks:
-            x = block(x)                                         # (B, T, C)
-        return self.head(self.ln_f(x))                           # (B, T, V)
-
-
-class PostLNDecoder(TransformerDecoder):
-    """The original arrangement of Vaswani et al.: LayerNorm after each residual sum."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, pre_ln=False)
+    def _mix(self, x: torch.Tensor, return_attention: bool):
+        """The mixer's output, and its weights when asked for (None for a mixer without any)."""
+        if return_attention:
+            return self.mixer(x, return_attention=True)
+        return self.mixer(x), None

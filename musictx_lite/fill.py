@@ -18,28 +18,9 @@ import torch.nn.functional as F
 from .attention import Head
 from .config import ModelConfig
 from .data import Piece
+from .device import to_model
+from .tasks import evaluating
 from .tokens import MASK, PAD, encode
-
-
-class VoiceFill(nn.Module):
-    """Embed the 4 notes of a step (+ voice vectors), one unmasked head, a read-out per note."""
-
-    task = "fill"
-    context = 4
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.voice_emb = nn.Parameter(torch.randn(4, cfg.n_embd) * 0.02)   # S, A, T, B
-        self.attn = Head(cfg.n_embd, cfg.n_embd, causal=False)
-        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
-
-    def forward(self, idx: torch.Tensor, return_attention: bool = False):
-        x = self.tok_emb(idx) + self.voice_emb                         # (B, 4, C)
-        y, w = self.attn(x, return_attention=True)                     # (B, 4, C), (B, 4, 4)
-        logits = self.head(y)                                          # (B, 4, V)
-        return (logits, w) if return_attention else logits
 
 
 def hide(steps: torch.Tensor, voice: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,22 +38,74 @@ def all_steps(pieces: list[Piece]) -> torch.Tensor:
     return torch.cat([torch.as_tensor(encode(p.pitches)[1:]).view(-1, 4) for p in pieces])
 
 
-def fill_batch(steps: torch.Tensor, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random steps (N, 4) -> a batch with one random voice of each step hidden."""
-    pick = torch.randint(len(steps), (batch_size,), generator=gen)
-    return hide(steps[pick], torch.randint(4, (batch_size,), generator=gen))   # (B, 4) each
+class FillBatches:
+    """Random steps of the training pieces, one random voice of each hidden."""
+
+    def __init__(self, pieces: list[Piece], seed: int = 0):
+        self.steps = all_steps(pieces)                                 # (N, 4)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pick = torch.randint(len(self.steps), (batch_size,), generator=self.gen)
+        return hide(self.steps[pick], torch.randint(4, (batch_size,), generator=self.gen))   # (B, 4) each
 
 
 @torch.no_grad()
-def evaluate_fill_nll(model: nn.Module, pieces: list[Piece], device=None) -> float:
-    """NLL in nats per hidden note: every step of every piece, each voice hidden in turn."""
-    from .training import evaluating
+def fill_logits(model: nn.Module, steps: torch.Tensor, voice: int,
+                return_attention: bool = False):
+    """Hide ``voice`` in every step of ``steps`` (N, 4) and return the model's logits (N, 4, V) on the CPU.
 
-    device = device or next(model.parameters()).device
-    steps = all_steps(pieces).to(device)                              # (N, 4)
-    total = 0.0
+    The steps are moved to the model's device; with ``return_attention`` the
+    weights (N, 4, 4) come back too.
+    """
+    x, _ = hide(torch.as_tensor(steps), torch.full((len(steps),), voice))
     with evaluating(model):
-        for v in range(4):
-            x, y = hide(steps, torch.full((len(steps),), v, device=device))
-            total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD, reduction="sum").item()
+        out = model(to_model(model, x), return_attention=return_attention)
+    if return_attention:
+        return out[0].float().cpu(), out[1].float().cpu()
+    return out.float().cpu()
+
+
+@torch.no_grad()
+def evaluate_fill_nll(model: nn.Module, pieces: list[Piece]) -> float:
+    """NLL in nats per hidden note: every step of every piece, each voice hidden in turn."""
+    steps = all_steps(pieces)                                          # (N, 4)
+    total = sum(F.cross_entropy(fill_logits(model, steps, v)[:, v], steps[:, v], reduction="sum").item()
+                for v in range(4))
     return total / (4 * len(steps))
+
+
+class FillTask:
+    """Chapter 2's task: predict a hidden voice from the other three notes of its step."""
+
+    name = "fill"
+
+    def sampler(self, pieces: list[Piece], length: int, seed: int) -> FillBatches:
+        return FillBatches(pieces, seed)
+
+    def evaluate(self, model: nn.Module, pieces: list[Piece]) -> float:
+        return evaluate_fill_nll(model, pieces)
+
+
+FILL = FillTask()
+
+
+class VoiceFill(nn.Module):
+    """Embed the 4 notes of a step (+ voice vectors), one unmasked head, a read-out per note."""
+
+    task = FILL
+    context = 4
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.voice_emb = nn.Parameter(torch.randn(4, cfg.n_embd) * 0.02)   # S, A, T, B
+        self.attn = Head(cfg.n_embd, cfg.n_embd, causal=False)
+        self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
+
+    def forward(self, idx: torch.Tensor, return_attention: bool = False):
+        x = self.tok_emb(idx) + self.voice_emb                         # (B, 4, C)
+        y, w = self.attn(x, return_attention=True)                     # (B, 4, C), (B, 4, 4)
+        logits = self.readout(y)                                       # (B, 4, V)
+        return (logits, w) if return_attention else logits

@@ -1,36 +1,86 @@
-"""Every model the book has defined so far, by name, for the training loop and the CLI.
+"""Every model the book has defined so far, by name, for the training loop, the CLI and the tests.
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (the list grows with each chapter).
+
+From chapter 3 on, an entry names a composition of the one ``Decoder``: which
+positions, which mixer, which block. A new chapter adds a line here and, at
+most, one small module.
 """
 from __future__ import annotations
 
+import os
+from typing import Callable
+
+import torch
 import torch.nn as nn
 
-from .attention import AttentionLM, MultiHeadLM, PositionalAttentionLM, UnmaskedAttentionLM
-from .blocks import PostLNDecoder, TransformerDecoder
+from .attention import Head, MultiHeadAttention
+from .blocks import Block
 from .config import ModelConfig
+from .decoder import Decoder
 from .fill import VoiceFill
+from .positions import LearnedPositions
 from .rnn import LSTMAttention, LSTMModel
+from .training import read_checkpoint
 
-MODELS: dict[str, type[nn.Module]] = {
-    "lstm": LSTMModel,                              # chapter 1
-    "lstm-attention": LSTMAttention,                # chapter 1
-    "fill": VoiceFill,                              # chapter 2: fill in a hidden voice
-    "attention-unmasked": UnmaskedAttentionLM,      # chapter 3: the leak (with positions)
-    "attention-positions": PositionalAttentionLM,   # chapter 3: its masked twin
-    "attention": AttentionLM,                       # chapter 3: one causal head, no positions
-    "multi-head": MultiHeadLM,                      # chapter 4
-    "transformer": TransformerDecoder,              # chapter 5: pre-LN blocks, no positions
-    "transformer-post-ln": PostLNDecoder,           # chapter 5
+
+def one_head(causal: bool = True) -> Callable[[ModelConfig], nn.Module]:
+    """A single head as wide as the model (no W_O), the mixer of chapter 3."""
+    return lambda cfg: Head(cfg.n_embd, cfg.n_embd, causal)
+
+
+def heads(cfg: ModelConfig) -> nn.Module:
+    """Causal multi-head attention (chapter 4)."""
+    return MultiHeadAttention(cfg, causal=True)
+
+
+def post_ln(cfg: ModelConfig, mixer: nn.Module) -> Block:
+    return Block(cfg, mixer, pre_ln=False)
+
+
+MODELS: dict[str, Callable[[ModelConfig], nn.Module]] = {
+    "lstm": LSTMModel,                                                            # chapter 1
+    "lstm-attention": LSTMAttention,                                              # chapter 1
+    "fill": VoiceFill,                                                            # chapter 2: fill in a voice
+    # chapter 3: one bare attention layer; without the mask it leaks (positions let it find the answer)
+    "attention-unmasked": lambda cfg: Decoder(cfg, one_head(causal=False), LearnedPositions, block=None,
+                                              final_norm=False),
+    "attention-positions": lambda cfg: Decoder(cfg, one_head(), LearnedPositions, block=None, final_norm=False),
+    "attention": lambda cfg: Decoder(cfg, one_head(), block=None, final_norm=False),
+    "multi-head": lambda cfg: Decoder(cfg, heads, block=None, final_norm=False),     # chapter 4
+    "transformer": lambda cfg: Decoder(cfg, heads),                                  # chapter 5: pre-LN, no positions
+    "transformer-post-ln": lambda cfg: Decoder(cfg, heads, block=post_ln, final_norm=False),   # chapter 5
 }
 
 
 def build_model(name: str, cfg: ModelConfig) -> nn.Module:
-    """Instantiate the model called ``name`` with ``cfg``."""
+    """Instantiate the model called ``name`` with ``cfg``; it remembers its name for checkpoints."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
-    return MODELS[name](cfg)
+    model = MODELS[name](cfg)
+    model.name = name
+    return model
 
 
 def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def load_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu",
+                    model: nn.Module | None = None) -> tuple[nn.Module, dict]:
+    """Rebuild a trained model from a run directory (or a ckpt.pt file) written by ``train``.
+
+    A model that is not in ``MODELS`` cannot be rebuilt by name: pass one built
+    the same way as ``model``, and its weights are loaded into it.
+    """
+    ck = read_checkpoint(path, device)
+    if model is None:
+        if ck["model_name"] not in MODELS:
+            raise ValueError(f"{path} holds an unregistered model ({ck.get('model_class', '?')}); build it "
+                             f"yourself and pass it: load_checkpoint(path, model=...)")
+        model = build_model(ck["model_name"], ModelConfig(**ck["model_config"]))
+    try:
+        model.load_state_dict(ck["model"])
+    except RuntimeError as e:
+        raise ValueError(f"{path} does not fit this model: {str(e).splitlines()[0]}") from e
+    return model.to(device).eval(), ck

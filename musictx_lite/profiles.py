@@ -7,17 +7,24 @@ Notebook: every chapter's first cell (``setup()``); explained in book/using.md.
 automatically (``gpu`` with CUDA, else ``cpu``); ``MUSICTX_PROFILE`` overrides it.
 A profile holds one default model size and training budget, and per model name
 the settings that differ (a transformer wants a narrower, deeper model than an LSTM).
+Every model of ``models.MODELS`` has an entry in every profile (an empty one
+takes the defaults); a setting that is neither a ModelConfig nor a TrainConfig
+field is an error, so a typo never passes silently.
 """
 from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
 from .config import ModelConfig
+from .device import pick_device
 from .training import TrainConfig
+
+MODEL_KEYS = {f.name for f in fields(ModelConfig)}
+TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
 @dataclass(frozen=True)
@@ -31,12 +38,29 @@ class Profile:
     notes: str = ""
     overrides: dict = field(default_factory=dict)   # per model name: ModelConfig / TrainConfig fields
 
-    def model_config(self, name: str = "", **kw) -> ModelConfig:
-        over = {k: v for k, v in self.overrides.get(name, {}).items() if k in ModelConfig.__dataclass_fields__}
+    def __post_init__(self) -> None:
+        if set(self.model) - MODEL_KEYS:
+            raise ValueError(f"profile {self.name}: unknown model settings {sorted(set(self.model) - MODEL_KEYS)}; "
+                             f"ModelConfig has {sorted(MODEL_KEYS)}")
+        for name, over in self.overrides.items():
+            unknown = set(over) - MODEL_KEYS - TRAIN_KEYS
+            if unknown:
+                raise ValueError(f"profile {self.name}, model {name!r}: unknown settings {sorted(unknown)}; "
+                                 f"ModelConfig has {sorted(MODEL_KEYS)}, TrainConfig has {sorted(TRAIN_KEYS)}")
+
+    def _settings(self, name: str) -> dict:
+        if name not in self.overrides:
+            raise ValueError(f"profile {self.name} has no entry for model {name!r}; it knows {sorted(self.overrides)}")
+        return self.overrides[name]
+
+    def model_config(self, name: str, **kw) -> ModelConfig:
+        """The ModelConfig of model ``name`` in this profile; ``kw`` overrides fields."""
+        over = {k: v for k, v in self._settings(name).items() if k in MODEL_KEYS}
         return ModelConfig(**{**self.model, **over, **kw})
 
-    def train_config(self, name: str = "", **kw) -> TrainConfig:
-        over = {k: v for k, v in self.overrides.get(name, {}).items() if k in TrainConfig.__dataclass_fields__}
+    def train_config(self, name: str, **kw) -> TrainConfig:
+        """The TrainConfig of model ``name`` in this profile; ``kw`` overrides fields."""
+        over = {k: v for k, v in self._settings(name).items() if k in TRAIN_KEYS}
         return TrainConfig(**{**self.train.__dict__, **over, **kw})
 
 
@@ -48,7 +72,9 @@ PROFILES = {
                           ckpt_every=10, eval_pieces=8),
         sample_steps=16,
         notes="CI: seconds per chapter; numbers mean nothing",
-        overrides={"fill": dict(batch_size=64)},
+        overrides={"lstm": {}, "lstm-attention": {}, "fill": dict(batch_size=64), "attention-unmasked": {},
+                   "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
+                   "transformer-post-ln": {}},
     ),
     "cpu": Profile(
         "cpu",
@@ -57,6 +83,8 @@ PROFILES = {
                           ckpt_every=125),
         notes="2 CPU cores: each chapter trains in at most 3 minutes",
         overrides={
+            "lstm": {},
+            "lstm-attention": {},
             "fill": dict(n_embd=64, batch_size=256, max_steps=3000, eval_every=750, ckpt_every=750),
             "attention": dict(n_embd=128),
             "attention-unmasked": dict(n_embd=128),
@@ -73,6 +101,8 @@ PROFILES = {
                           ckpt_every=500),
         notes="Colab T4: each model trains in at most 10 minutes",
         overrides={
+            "lstm": {},
+            "lstm-attention": {},
             "fill": dict(n_embd=128, batch_size=512, max_steps=5000, lr=2e-3, dropout=0.0),
             "attention": dict(n_embd=256, dropout=0.0),
             "attention-unmasked": dict(n_embd=256, dropout=0.0),
@@ -83,17 +113,6 @@ PROFILES = {
         },
     ),
 }
-
-
-def pick_device() -> torch.device:
-    """cuda, then mps, then cpu (``MUSICTX_DEVICE`` overrides)."""
-    if "MUSICTX_DEVICE" in os.environ:
-        return torch.device(os.environ["MUSICTX_DEVICE"])
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def get_profile(name: str | None = None) -> Profile:

@@ -16,11 +16,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
+from .tasks import NEXT_TOKEN
 
 
 class LSTMModel(nn.Module):
     """Embedding -> LSTM -> linear read-out of next-token logits."""
 
+    task = NEXT_TOKEN
     context: int | None = None   # no limit on how far back it reads
 
     def __init__(self, cfg: ModelConfig):
@@ -30,11 +32,11 @@ class LSTMModel(nn.Module):
         self.lstm = nn.LSTM(cfg.n_embd, cfg.n_embd, cfg.n_layers, batch_first=True,
                             dropout=cfg.dropout if cfg.n_layers > 1 else 0.0)
         self.drop = nn.Dropout(cfg.dropout)
-        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
+        self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         h, _ = self.lstm(self.drop(self.emb(idx)))    # (B, T, C)
-        return self.head(self.drop(h))                # (B, T, V)
+        return self.readout(self.drop(h))                # (B, T, V)
 
 
 class LSTMAttention(LSTMModel):
@@ -59,5 +61,5 @@ class LSTMAttention(LSTMModel):
         h, _ = self.lstm(self.drop(self.emb(idx)))        # (B, T, C)
         c, alpha = self.attend(h)                          # (B, T, C), (B, T, T)
         out = torch.tanh(self.combine(torch.cat([h, c], dim=-1)))   # (B, T, C)
-        logits = self.head(self.drop(out))                 # (B, T, V)
+        logits = self.readout(self.drop(out))                 # (B, T, V)
         return (logits, alpha) if return_attention else logits

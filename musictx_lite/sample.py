@@ -10,7 +10,8 @@ import torch.nn as nn
 
 from .data import Piece
 from .tokens import BOS, HOLD, MASK, PAD, encode
-from .training import evaluating
+from .device import model_device, to_model
+from .tasks import NEXT_TOKEN, evaluating
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
@@ -26,7 +27,7 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     Tokens in ``banned`` are never sampled. A model with a finite ``context``
     sees the last window of it, cut on a step boundary so that voices stay aligned.
     """
-    if getattr(model, "task", "next") != "next":
+    if getattr(model, "task", None) is not NEXT_TOKEN:
         raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -35,10 +36,10 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     if ctx is not None and len(prompt) > ctx:
         raise ValueError(f"prompt has {len(prompt)} tokens but the model's context is {ctx}; "
                          f"use a shorter prompt (at most {(ctx - 1) // 4} steps)")
-    device = next(model.parameters()).device
+    device = model_device(model)
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
-    idx = torch.as_tensor(prompt, device=device)[None]             # (1, T)
+    idx = to_model(model, prompt)[None]                              # (1, T)
     with evaluating(model):
         for _ in range(4 * n_steps):
             window = idx

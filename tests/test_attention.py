@@ -6,7 +6,8 @@ import torch.nn as nn
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.attention import Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask
-from musictx_lite.blocks import Block, FeedForward, LayerNorm, TransformerDecoder
+from musictx_lite.blocks import Block, FeedForward, LayerNorm
+from musictx_lite.decoder import Decoder
 from musictx_lite.fill import VoiceFill, evaluate_fill_nll, hide
 from musictx_lite.tokens import MASK, PAD
 
@@ -38,11 +39,11 @@ def test_unmasked_head_is_permutation_equivariant():
 
 @pytest.mark.parametrize("module", [lambda: Head(32, 8, causal=True), lambda: MultiHeadLoop(CFG),
                                     lambda: MultiHeadAttention(CFG, fast=False), lambda: MultiHeadAttention(CFG),
-                                    lambda: Block(CFG), lambda: TransformerDecoder(CFG)])
+                                    lambda: Block(CFG), lambda: build_model("transformer", CFG)])
 def test_causality_by_perturbation(module):
     torch.manual_seed(0)
     m = module().eval()
-    if isinstance(m, TransformerDecoder):
+    if isinstance(m, Decoder):
         x = torch.randint(5, 50, (2, 12))
         x2 = x.clone()
         x2[:, 7:] = torch.randint(5, 50, (2, 5))
@@ -89,19 +90,19 @@ def test_pre_ln_block_shapes_and_residual_identity():
     x = torch.randn(2, 9, 32)
     assert block(x).shape == (2, 9, 32)
     with torch.no_grad():                                 # zero the last layer of each branch: the block is the identity
-        block.attn.proj.weight.zero_(); block.attn.proj.bias.zero_()   # noqa: E702
+        block.mixer.proj.weight.zero_(); block.mixer.proj.bias.zero_()   # noqa: E702
         block.ff.net[2].weight.zero_(); block.ff.net[2].bias.zero_()   # noqa: E702
     torch.testing.assert_close(block(x), x)
     post = Block(CFG, pre_ln=False)
     with torch.no_grad():
-        post.attn.proj.weight.zero_(); post.attn.proj.bias.zero_()     # noqa: E702
+        post.mixer.proj.weight.zero_(); post.mixer.proj.bias.zero_()     # noqa: E702
         post.ff.net[2].weight.zero_(); post.ff.net[2].bias.zero_()     # noqa: E702
     torch.testing.assert_close(post(x), nn.functional.layer_norm(nn.functional.layer_norm(x, (32,)), (32,)))
     assert FeedForward(CFG)(x).shape == x.shape
 
 
 def test_decoder_shapes_and_parameter_count():
-    m = TransformerDecoder(CFG)
+    m = build_model("transformer", CFG)
     assert m(torch.randint(0, 54, (2, 16))).shape == (2, 16, CFG.vocab_size)
     C, V, L = 32, CFG.vocab_size, 2
     per_block = (3 * C * C) + (C * C + C) + 2 * 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C)
@@ -124,8 +125,8 @@ def test_fill_hides_one_voice_and_scores_it(chorales):
     assert y.tolist() == [[PAD, 55, PAD, PAD], [PAD, PAD, PAD, 45]]
     torch.manual_seed(0)
     m = VoiceFill(CFG)
-    nn.init.zeros_(m.head.weight)
-    nn.init.zeros_(m.head.bias)
+    nn.init.zeros_(m.readout.weight)
+    nn.init.zeros_(m.readout.bias)
     assert evaluate_fill_nll(m, chorales.valid[:2]) == pytest.approx(math.log(CFG.vocab_size), rel=1e-5)
 
 

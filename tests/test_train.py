@@ -7,7 +7,8 @@ import torch.nn as nn
 
 from musictx_lite import ModelConfig, TrainConfig, build_model, evaluate_nll, load_checkpoint, train
 from musictx_lite.tokens import BOS, PAD, VOCAB_SIZE
-from musictx_lite.training import Crops, lr_at
+from musictx_lite.tasks import Crops
+from musictx_lite.training import lr_at
 
 SMALL = ModelConfig(n_embd=24, n_heads=2, block_size=32)
 
@@ -110,7 +111,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(chorales, tmp_path):
     def poison(step, loss):
         if step == 12:
             with torch.no_grad():
-                m.head.bias.fill_(float("nan"))
+                m.readout.bias.fill_(float("nan"))
 
     with pytest.raises(FloatingPointError, match=r"loss is nan at step 12.*step 10\)"):
         train(m, chorales, cfg(), out_dir=tmp_path, progress=False, on_step=poison)
@@ -124,7 +125,7 @@ def test_checkpoint_of_another_config_is_not_overwritten(chorales, tmp_path):
     before = (tmp_path / "ckpt.pt").read_bytes()
     with pytest.raises(ValueError, match="different model or config"):
         train(build_model("lstm-attention", SMALL), chorales, cfg(max_steps=5), out_dir=tmp_path,
-              model_name="lstm-attention", progress=False)
+              progress=False)
     assert (tmp_path / "ckpt.pt").read_bytes() == before
 
 
@@ -152,7 +153,7 @@ def test_prefix_nll_equals_full_nll_for_causal_models_only(chorales):
 
 
 def test_evaluating_restores_the_mode_even_on_error():
-    from musictx_lite.training import evaluating
+    from musictx_lite.tasks import evaluating
 
     m = nn.Linear(2, 2).train()
     with pytest.raises(RuntimeError):

@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..attention import attention_weights
 from ..data import Splits, load_data
 from ..tokens import encode
 
@@ -63,16 +64,12 @@ def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1
     return out
 
 
-@torch.no_grad()
 def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 16, pieces: int = 8) -> np.ndarray:
     """Where does the LSTM's attention look? Mean weight on the token ``lag`` positions back."""
     data = data or load_data()
-    model.eval()
     mass = np.zeros(max_lag + 1)
     for p in data.valid[:pieces]:
-        x = torch.as_tensor(encode(p.pitches[:64]))[None]
-        _, alpha = model(x, return_attention=True)
-        a = alpha[0].cpu().numpy()
+        a = attention_weights(model, encode(p.pitches[:64])).numpy()     # (T, T), on any device
         for lag in range(max_lag + 1):
             mass[lag] += np.diagonal(a, -lag).mean()
     mass /= pieces

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from ..attention import MultiHeadAttention, causal_mask
 from ..config import ModelConfig
 from ..data import Splits, load_data
-from ..training import evaluate_nll
+from ..tasks import evaluate_nll
 
 __all__ = ["GroupedQueryAttention", "exercise_4_1", "exercise_4_2", "exercise_4_3"]
 
@@ -103,7 +103,7 @@ def exercise_4_2(n_embd: int = 128, n_heads: int = 8, T: int = 256, seed: int = 
 def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8) -> dict[int, float]:
     """Knock out one head at a time (zero its slice before W_O) and measure the valid NLL it costs."""
     data = data or load_data()
-    attn = model.attn
+    attn = model.blocks[0]                                                  # the bare attention layer
     nh, C = attn.n_heads, attn.proj.in_features
     hs = C // nh
     valid = data.valid[:pieces]

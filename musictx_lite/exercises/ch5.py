@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..blocks import LayerNorm, TransformerDecoder
+from ..blocks import LayerNorm
 from ..config import ModelConfig
 from ..data import Splits, load_data
-from ..models import n_params
-from ..training import Crops, token_nll
+from ..models import build_model, n_params
+from ..tasks import Crops, token_nll
 
 __all__ = ["RMSNorm", "exercise_5_1", "exercise_5_2", "exercise_5_3"]
 
@@ -55,7 +55,7 @@ def exercise_5_2(n_layers: int = 12, data: Splits | None = None, C: int = 64, se
     out = {}
     for name, pre_ln in (("pre-LN", True), ("post-LN", False)):
         torch.manual_seed(seed)
-        model = TransformerDecoder(cfg, pre_ln=pre_ln)
+        model = build_model("transformer" if pre_ln else "transformer-post-ln", cfg)
         loss = token_nll(model, x, y) / (y != 0).sum()
         loss.backward()
         out[name] = [torch.cat([p.grad.flatten() for p in b.parameters()]).norm().item() for b in model.blocks]
@@ -73,14 +73,14 @@ def exercise_5_3(widths=(64, 192, 512), n_layers: int = 4, vocab_size: int = 54)
     """Where are the parameters? Shares of attention, feed-forward, norms and embedding + read-out."""
     out = {}
     print(f"{n_layers} blocks, vocabulary {vocab_size}")
-    print("    C   attention  feed-forward  LayerNorms  embed+head     total")
+    print("    C   attention  feed-forward  LayerNorms  embed+readout  total")
     for C in widths:
-        m = TransformerDecoder(ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, vocab_size=vocab_size))
+        m = build_model("transformer", ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, vocab_size=vocab_size))
         parts = {
-            "attention": sum(n_params(b.attn) for b in m.blocks),
+            "attention": sum(n_params(b.mixer) for b in m.blocks),
             "feed-forward": sum(n_params(b.ff) for b in m.blocks),
             "LayerNorms": sum(n_params(b.ln1) + n_params(b.ln2) for b in m.blocks) + n_params(m.ln_f),
-            "embed+head": n_params(m.tok_emb) + n_params(m.head),
+            "embed+readout": n_params(m.tok_emb) + n_params(m.readout),
         }
         total = n_params(m)
         assert sum(parts.values()) == total

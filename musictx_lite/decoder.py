@@ -1,0 +1,62 @@
+"""The decoder every next-token model from chapter 3 on is made of.
+
+Notebooks: notebooks/03_masking.ipynb (one bare attention layer),
+notebooks/05_blocks.ipynb (blocks); chapters 6-10 plug in new parts.
+
+A decoder is a composition of three parts, and nothing else changes between
+chapters:
+
+- ``positions``: none, or a module that adds position information to the
+  token embeddings (learned positions, chapter 3/6);
+- ``mixer``: how tokens see each other, built once per layer from the config
+  (causal multi-head attention now; relative, local and Fourier mixers later);
+- ``block``: what wraps each mixer (``Block``: residuals, LayerNorm and a
+  feed-forward, chapter 5), or None for a bare mixer (chapters 3 and 4).
+
+The read-out is called ``readout``, so that it is never mistaken for an attention ``Head``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from .blocks import Block
+from .config import ModelConfig
+from .tasks import NEXT_TOKEN
+
+
+class Decoder(nn.Module):
+    """Token embedding (+ positions) -> n_layers x block(mixer) -> final LayerNorm -> read-out."""
+
+    task = NEXT_TOKEN
+
+    def __init__(self, cfg: ModelConfig, mixer: Callable[[ModelConfig], nn.Module],
+                 positions: Callable[[ModelConfig], nn.Module] | None = None,
+                 block: Callable[..., nn.Module] | None = Block, final_norm: bool = True):
+        super().__init__()
+        self.cfg, self.context = cfg, cfg.block_size
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.positions = positions(cfg) if positions is not None else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList([block(cfg, mixer(cfg)) if block is not None else mixer(cfg)
+                                     for _ in range(cfg.n_layers)])
+        self.ln_f = nn.LayerNorm(cfg.n_embd) if final_norm else nn.Identity()
+        self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
+
+    def forward(self, idx: torch.Tensor, return_attention: bool = False):
+        """Logits (B, T, V) for tokens (B, T); with ``return_attention``, also each layer's weights."""
+        x = self.tok_emb(idx)                                    # (B, T, C)
+        if self.positions is not None:
+            x = self.positions(x)                                # (B, T, C)
+        x = self.drop(x)
+        weights = []
+        for block in self.blocks:
+            if return_attention:
+                x, w = block(x, return_attention=True)           # w: (B, nh, T, T), or None
+                weights.append(w)
+            else:
+                x = block(x)                                     # (B, T, C)
+        logits = self.readout(self.ln_f(x))                      # (B, T, V)
+        return (logits, weights) if return_attention else logits
