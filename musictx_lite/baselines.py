@@ -9,7 +9,7 @@ models (every token after BOS).
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 
 import numpy as np
 
@@ -21,47 +21,118 @@ def _seqs(pieces: list[Piece]) -> list[list[int]]:
     return [encode(p.pitches).tolist() for p in pieces]
 
 
-class NGram:
-    """An n-gram model with interpolated Witten-Bell smoothing.
+def _discounts(count_of_counts: Counter) -> tuple[float, float, float]:
+    """Chen and Goodman's D1, D2, D3+ from n_r, the number of n-grams whose count a is exactly r.
 
-    P_k(w | h) = (c(h, w) + u(h) P_{k-1}(w | h')) / (c(h) + u(h)), where h' drops
-    the oldest token of h and u(h) counts the distinct tokens seen after h. The
-    order-0 model is add-one smoothed over the whole vocabulary. n = 1 is the
-    unigram model.
+    Y = n1 / (n1 + 2 n2) and D_r = r - (r + 1) Y n_{r+1} / n_r. An estimate that is
+    undefined or outside (0, r) (tiny corpora) falls back to Y, or to 1/2 without
+    singletons or doubletons.
+    """
+    n = [count_of_counts.get(r, 0) for r in range(5)]
+    y = n[1] / (n[1] + 2 * n[2]) if n[1] and n[2] else 0.5
+    ds = []
+    for r in (1, 2, 3):
+        d = r - (r + 1) * y * n[r + 1] / n[r] if n[r] else y
+        ds.append(d if 0 < d < r else y)
+    return ds[0], ds[1], ds[2]
+
+
+class NGram:
+    """An n-gram model with interpolated modified Kneser-Ney smoothing.
+
+    The context h holds the previous n - 1 tokens and h' is h without its oldest
+    token. Each order discounts every count it has seen and hands the freed mass
+    to the next shorter context:
+
+        P(w | h) = (a(h, w) - D(a(h, w))) / a(h) + g(h) P(w | h'),
+        g(h) = (D1 N1(h) + D2 N2(h) + D3 N3+(h)) / a(h),
+
+    where a(h) sums a(h, w) over w, N1(h), N2(h) and N3+(h) count the tokens w with
+    a(h, w) = 1, = 2 and >= 3, and D(a) is 0, D1, D2 or D3 for a = 0, 1, 2, >= 3:
+    one triple per order, estimated from that order's count-of-counts
+    (``_discounts``), with D_r < r so that no term goes negative.
+    At the longest order a(h, w) is the count c(h, w) in train. At shorter orders
+    it is the continuation count, the number of distinct tokens seen just before
+    (h, w): how many contexts w follows, not how often; an n-gram that starts
+    with BOS has nothing before it and keeps its count. Below the empty context
+    is the uniform distribution 1/V, so every token has a nonzero probability.
+    An unseen context passes all its mass down (g = 1). n = 1 is the add-one
+    unigram, (c(w) + 1) / (N + V).
     """
 
     def __init__(self, n: int, vocab_size: int = VOCAB_SIZE):
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
         self.n, self.V = n, vocab_size
-        self.counts: list[dict[tuple, Counter]] = [defaultdict(Counter) for _ in range(n)]
 
     def fit(self, pieces: list[Piece]) -> "NGram":
-        for s in _seqs(pieces):
-            for t in range(1, len(s)):
-                for k in range(self.n):                      # context of length k
-                    if t - k >= 0:
-                        self.counts[k][tuple(s[t - k:t])][s[t]] += 1
-        self.total0 = sum(self.counts[0][()].values())
+        n, seqs = self.n, _seqs(pieces)
+        grams = []                                                  # grams[k]: counts of (k + 1)-token windows
+        for k in range(n):
+            c = Counter()
+            for s in seqs:
+                c.update(zip(*(s[i:] for i in range(k + 1))) if k else ((w,) for w in s[1:]))
+            grams.append(c)
+        if n == 1:                                                  # add-one: D = 0, g = V / (N + V)
+            total = sum(grams[0].values()) + self.V
+            self.discounts = [(0.0, 0.0, 0.0)]
+            self.tables = [{(): (self.V / total, {g[0]: c / total for g, c in grams[0].items()})}]
+            return self
+        # a(h, w): the count at the longest order, continuation counts below it (raw where h starts with BOS)
+        adjusted = [grams[n - 1]]
+        for k in range(n - 2, -1, -1):
+            cont = Counter(g[1:] for g in grams[k + 1])           # each (x, h, w) seen adds 1 to (h, w)
+            cont.update({g: c for g, c in grams[k].items() if g[0] == BOS})
+            adjusted.insert(0, cont)
+        self.discounts: list[tuple[float, float, float]] = []
+        # tables[k][h] = (g(h), {w: (a(h, w) - D) / a(h)}) for the contexts h of length k seen in train
+        self.tables: list[dict[tuple, tuple[float, dict[int, float]]]] = []
+        for adj in adjusted:
+            d1, d2, d3 = _discounts(Counter(adj.values()))
+            dd = [0.0, d1, d2] + [d3] * (max(adj.values()) - 2)  # dd[a]: the discount of a count a
+            by_context: dict[tuple, dict[int, int]] = {}
+            for g, a in adj.items():
+                by_context.setdefault(g[:-1], {})[g[-1]] = a
+            table = {}
+            for h, nxt in by_context.items():
+                total = sum(nxt.values())
+                table[h] = (sum(map(dd.__getitem__, nxt.values())) / total,
+                            {w: (a - dd[a]) / total for w, a in nxt.items()})
+            self.discounts.append((d1, d2, d3))
+            self.tables.append(table)
         return self
 
     def prob(self, history: list[int], w: int) -> float:
-        c0 = self.counts[0][()]
-        p = (c0[w] + 1) / (self.total0 + self.V)
-        for k in range(1, self.n):
-            if len(history) < k:
-                break
-            nxt = self.counts[k].get(tuple(history[-k:]))
-            if not nxt:
+        """P(w | the last n - 1 tokens of ``history``)."""
+        history = list(history)
+        p = 1.0 / self.V
+        for k in range(min(self.n - 1, len(history)) + 1):
+            entry = self.tables[k].get(tuple(history[len(history) - k:]))
+            if entry is None:
                 break                                        # longer contexts are unseen too
-            total, types = sum(nxt.values()), len(nxt)
-            p = (nxt[w] + types * p) / (total + types)
+            g, seen = entry
+            p = seen.get(w, 0.0) + g * p
+        return p
+
+    def probs(self, history: list[int]) -> np.ndarray:
+        """The whole distribution P(. | ``history``): (V,) probabilities that sum to 1."""
+        history = list(history)
+        p = np.full(self.V, 1.0 / self.V)
+        for k in range(min(self.n - 1, len(history)) + 1):
+            entry = self.tables[k].get(tuple(history[len(history) - k:]))
+            if entry is None:
+                break
+            g, seen = entry
+            p *= g
+            p[list(seen)] += list(seen.values())
         return p
 
     def sample(self, prompt: np.ndarray, n_steps: int, seed: int = 0) -> np.ndarray:
         """Continue ``prompt`` (tokens) by ``n_steps`` steps, never sampling PAD, BOS, HOLD or MASK."""
         rng = np.random.default_rng(seed)
-        s = list(prompt)
+        s = [int(x) for x in prompt]
         for _ in range(4 * n_steps):
-            p = np.array([self.prob(s[len(s) - self.n + 1:] if self.n > 1 else [], w) for w in range(self.V)])
+            p = self.probs(s[len(s) - self.n + 1:] if self.n > 1 else [])
             p[[PAD, BOS, HOLD, MASK]] = 0
             s.append(int(rng.choice(self.V, p=p / p.sum())))
         return np.array(s)

@@ -8,7 +8,12 @@ starts there (the plain grid cannot tell; see ``tokens``).
 """
 from __future__ import annotations
 
+import base64
+import contextlib
+import html
+import io
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +25,8 @@ TEMPO = 90.0            # quarter notes per minute
 STEPS_PER_QUARTER = 4
 COLORS = ("#d62728", "#2ca02c", "#1f77b4", "#9467bd")   # S A T B
 PROGRAM = 19            # General MIDI church organ
+SOUNDFONT = "TimGM6mb"  # the General MIDI soundfont bundled with pretty_midi: FluidSynth's, here
+PEAK = 0.9              # audio is scaled to this peak: no clipping
 
 
 def notes_of(pitches: np.ndarray, onsets: np.ndarray | None = None) -> list[list[tuple[int, int, int]]]:
@@ -42,7 +49,7 @@ def notes_of(pitches: np.ndarray, onsets: np.ndarray | None = None) -> list[list
 def grid_to_midi(pitches: np.ndarray, onsets: np.ndarray | None = None, tempo: float = TEMPO,
                  program: int = PROGRAM):
     """Pitch grid -> ``pretty_midi.PrettyMIDI`` with one instrument per voice."""
-    import pretty_midi
+    pretty_midi = _pretty_midi()
 
     step = 60.0 / tempo / STEPS_PER_QUARTER    # seconds per 16th
     pm = pretty_midi.PrettyMIDI(initial_tempo=tempo)
@@ -77,7 +84,7 @@ def midi_to_grid(pm) -> np.ndarray:
 
 def read_midi(path: str | os.PathLike) -> np.ndarray:
     """Read a four-voice MIDI file into a pitch grid; clear errors for bad files."""
-    import pretty_midi
+    pretty_midi = _pretty_midi()
 
     path = Path(path)
     if not path.exists():
@@ -134,29 +141,140 @@ def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, t
     return ax
 
 
+def _quiet_import_fluidsynth():
+    """``import fluidsynth`` (pyfluidsynth) without its stdout: it prints where it found the library
+    when $CI is set, which would land in the book's pages."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        import fluidsynth
+    return fluidsynth
+
+
+def _pretty_midi():
+    """``import pretty_midi``; the first time, import pyfluidsynth quietly before pretty_midi does."""
+    if "pretty_midi" not in sys.modules:
+        fluidsynth_problem()
+    import pretty_midi
+
+    return pretty_midi
+
+
+def fluidsynth_problem() -> str | None:
+    """Why FluidSynth cannot play here, or ``None`` when pyfluidsynth and the FluidSynth library load.
+
+    The Python module ``fluidsynth`` comes from the PyPI package ``pyfluidsynth``, which needs the
+    system library libfluidsynth (Debian/Ubuntu: ``apt-get install fluidsynth``; macOS: ``brew install
+    fluid-synth``). See the Setup page.
+    """
+    try:
+        fluidsynth = _quiet_import_fluidsynth()
+    except ModuleNotFoundError as e:
+        if e.name == "fluidsynth":
+            return "FluidSynth is not installed"
+        return f"pyfluidsynth cannot be imported ({type(e).__name__}: {e})"
+    except ImportError as e:   # pyfluidsynth: "Couldn't find the FluidSynth library."
+        if "library" in str(e):
+            return "pyfluidsynth is installed but the FluidSynth library (libfluidsynth) is not"
+        return f"pyfluidsynth cannot be imported ({type(e).__name__}: {e})"
+    except Exception as e:     # e.g. OSError from loading a broken libfluidsynth
+        return f"the FluidSynth library cannot be loaded ({type(e).__name__}: {e})"
+    if not hasattr(fluidsynth, "Synth"):
+        return "the installed `fluidsynth` module is not pyfluidsynth"
+    return None
+
+
+def _normalised(audio: np.ndarray) -> np.ndarray:
+    """Mono float32 audio scaled to a peak of ``PEAK``: loud, but no clipping."""
+    audio = np.asarray(audio, dtype=np.float64)
+    return (audio * (PEAK / np.abs(audio).max())).astype(np.float32)
+
+
+def _render(pm, fs: int) -> tuple[np.ndarray, int, str, str]:
+    """(audio, rate, synth, note): FluidSynth with pretty_midi's bundled soundfont where it works,
+    else pretty_midi's sine waves; ``note`` says in words which one played and why."""
+    problem = fluidsynth_problem()
+    if problem is None:
+        rate = int(min(max(fs, 8000), 96000))      # FluidSynth's range of sample rates
+        try:
+            with np.errstate(invalid="ignore", divide="ignore"):   # pretty_midi divides by the peak
+                audio = np.asarray(pm.fluidsynth(fs=rate), dtype=np.float64)
+        except Exception as e:
+            problem = f"FluidSynth failed ({type(e).__name__}: {e})"
+        else:
+            if audio.size and np.isfinite(audio).all() and np.abs(audio).max() > 0:
+                instrument = _pretty_midi().program_to_instrument_name(PROGRAM).lower()
+                return (_normalised(audio), rate, "fluidsynth",
+                        f"FluidSynth, General MIDI {instrument} ({SOUNDFONT} soundfont bundled with pretty_midi)")
+            problem = "FluidSynth rendered silence"
+    return _normalised(pm.synthesize(fs=fs)), int(fs), "sine", f"sine waves: {problem} (see Setup)"
+
+
 def synthesize(pitches: np.ndarray, onsets: np.ndarray | None = None, fs: int = 8000,
                tempo: float = TEMPO) -> tuple[np.ndarray, int]:
-    """Audio samples for a grid: FluidSynth with pretty_midi's soundfont if available, else sine waves."""
-    pm = grid_to_midi(pitches, onsets, tempo)
-    try:
-        import fluidsynth  # noqa: F401  (pyfluidsynth and the system library)
+    """(audio, rate) for a grid: FluidSynth with pretty_midi's soundfont if available, else sine waves."""
+    audio, rate, _, _ = _render(grid_to_midi(pitches, onsets, tempo), fs)
+    return audio, rate
 
-        return pm.fluidsynth(fs=max(fs, 16000)), max(fs, 16000)
-    except Exception:
-        return pm.synthesize(fs=fs), fs
+
+class Clip:
+    """What :func:`play` returns: a player, a MIDI download link and a note saying what played.
+
+    Attributes: ``audio`` (mono float32 samples, peak ``PEAK``), ``rate`` (samples per second),
+    ``synth`` (``"fluidsynth"`` or ``"sine"``), ``note`` (that, in words), ``midi_bytes`` (a MIDI
+    file of exactly what plays), ``name`` (its download file name), ``pitches`` (the grid played)
+    and ``data`` (the WAV file's bytes, as in ``IPython.display.Audio``).
+    """
+
+    def __init__(self, audio: np.ndarray, rate: int, synth: str, note: str, midi_bytes: bytes,
+                 name: str = "musictx.mid", pitches: np.ndarray | None = None):
+        from IPython.display import Audio
+
+        self.audio, self.rate, self.synth, self.note = audio, int(rate), synth, note
+        self.midi_bytes, self.name, self.pitches = midi_bytes, name, pitches
+        self.data = Audio(audio, rate=self.rate, normalize=False).data    # 16-bit mono WAV
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / self.rate
+
+    def _repr_html_(self) -> str:
+        from IPython.display import Audio
+
+        player = Audio(data=self.data)._repr_html_()     # <audio> with the WAV as a base64 data URI
+        midi = base64.b64encode(self.midi_bytes).decode("ascii")
+        name = html.escape(self.name, quote=True)
+        return (f'<div class="musictx-clip">{player}\n<div style="font-size:85%">'
+                f'<a download="{name}" href="data:audio/midi;base64,{midi}">Download the MIDI ({name})</a>'
+                f' &middot; Sound: {html.escape(self.note)}</div></div>')
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/html": self._repr_html_(), "text/plain": repr(self)}
+
+    def __repr__(self) -> str:
+        return (f"<musictx clip: {self.seconds:.1f} s at {self.rate} Hz; sound: {self.note}; "
+                f"MIDI {self.name}, {len(self.midi_bytes)} bytes>")
+
+
+def _midi_name(name: str) -> str:
+    name = Path(str(name)).name or "musictx.mid"
+    return name if name.lower().endswith((".mid", ".midi")) else name + ".mid"
 
 
 def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float = 20.0, fs: int = 8000,
-         tempo: float = TEMPO):
-    """An ``IPython.display.Audio`` player for (the first ``seconds`` of) a pitch grid.
+         tempo: float = TEMPO, name: str = "musictx.mid") -> Clip:
+    """A player for (the first ``seconds`` of) a pitch grid, with its MIDI to download.
 
-    Clips are short and at a low sample rate so that book pages stay small.
+    Shows as an audio player, a link that downloads the MIDI of exactly what plays (as ``name``) and
+    a line saying which synthesiser played: FluidSynth with a General MIDI organ if pyfluidsynth and
+    the FluidSynth library are installed, else sine waves. Clips are short, mono and at a low sample
+    rate so that book pages stay small.
     """
-    from IPython.display import Audio
-
     steps = int(seconds * tempo / 60 * STEPS_PER_QUARTER)
     pitches = np.asarray(pitches)[:steps]
     if not (pitches >= 0).any():
         raise ValueError("nothing to play: the grid has no sounding notes")
-    audio, rate = synthesize(pitches, None if onsets is None else onsets[:steps], fs, tempo)
-    return Audio(audio, rate=rate)
+    onsets = None if onsets is None else np.asarray(onsets)[:steps]
+    pm = grid_to_midi(pitches, onsets, tempo)
+    buf = io.BytesIO()
+    pm.write(buf)
+    audio, rate, synth, note = _render(pm, fs)
+    return Clip(audio, rate, synth, note, buf.getvalue(), _midi_name(name), pitches)

@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .data import Piece
-from .device import model_device
+from .device import model_device, to_model
 from .tokens import PAD, encode
 
 
@@ -138,3 +138,11 @@ class NextToken:
 
 
 NEXT_TOKEN = NextToken()
+
+
+@torch.no_grad()
+def sequence_logits(model: nn.Module, tokens) -> torch.Tensor:
+    """Next-token logits (T, V) of ``model`` for one token sequence (T,), computed on the model's device
+    and returned on the CPU."""
+    with evaluating(model):
+        return model(to_model(model, tokens)[None])[0].float().cpu()

@@ -1,3 +1,12 @@
+import base64
+import html
+import io
+import os
+import re
+import subprocess
+import sys
+import wave
+
 import numpy as np
 import pytest
 
@@ -57,17 +66,142 @@ def test_midi_with_wrong_voice_count(tmp_path):
         music.read_midi(tmp_path / "missing.mid")
 
 
-def test_play_is_short_and_low_rate(chorales):
-    import io
-    import wave
+def fluidsynth_importable() -> bool:
+    """Independently of ``music``: do pyfluidsynth and the FluidSynth library load here?"""
+    try:
+        import fluidsynth
+    except Exception:
+        return False
+    return hasattr(fluidsynth, "Synth")
 
-    audio = music.play(chorales.train[0].pitches, seconds=5)
-    with wave.open(io.BytesIO(audio.data)) as w:
-        rate, seconds = w.getframerate(), w.getnframes() / w.getframerate()
-    assert rate in (8000, 16000)
+
+def high_band_share(audio, rate, hz=2000):
+    """Share of spectral magnitude above ``hz``: sines at chorale pitches have none, an organ plenty."""
+    spec = np.abs(np.fft.rfft(audio))
+    return spec[np.fft.rfftfreq(len(audio), 1 / rate) > hz].sum() / spec.sum()
+
+
+MIDI_LINK = re.compile(r'<a download="([^"]+)" href="data:audio/midi;base64,([A-Za-z0-9+/=]+)">')
+
+
+def test_play_is_short_and_low_rate(chorales):
+    clip = music.play(chorales.train[0].pitches, seconds=5)
+    with wave.open(io.BytesIO(clip.data)) as w:
+        rate, seconds, channels = w.getframerate(), w.getnframes() / w.getframerate(), w.getnchannels()
+    assert rate == clip.rate == 8000 and channels == 1
     assert 4 < seconds < 6.5                                      # 5 s of music plus the release of the last note
+    assert len(clip._repr_html_()) < 150_000                      # 5 s, base64 WAV + MIDI + markup
     with pytest.raises(ValueError, match="nothing to play"):
         music.play(np.full((8, 4), -1))
+    with pytest.raises(ValueError, match="nothing to play"):
+        music.play(np.full((400, 4), -1), name="rests")
+
+
+def test_play_shows_a_player_a_midi_link_of_what_plays_and_the_synth(chorales, tmp_path):
+    p = chorales.train[0]
+    clip = music.play(p.pitches, p.onsets, seconds=8, name="bach")
+    steps = int(8 * music.TEMPO / 60 * music.STEPS_PER_QUARTER)
+    np.testing.assert_array_equal(clip.pitches, p.pitches[:steps])
+    page = clip._repr_html_()
+    assert page.count("<audio") == 1 and 'src="data:audio/wav;base64,' in page
+    links = MIDI_LINK.findall(page)
+    assert len(links) == 1 and links[0][0] == "bach.mid"
+    midi = base64.b64decode(links[0][1], validate=True)
+    assert midi == clip.midi_bytes and midi[:4] == b"MThd"
+    (tmp_path / "bach.mid").write_bytes(midi)
+    played = p.pitches[:steps]
+    last = max(np.nonzero((played >= 0).any(axis=1))[0]) + 1       # trailing rests are not stored in MIDI
+    np.testing.assert_array_equal(music.read_midi(tmp_path / "bach.mid"), played[:last])
+    # the repeated notes that onsets split are separate notes in the download too
+    import pretty_midi
+
+    pm = pretty_midi.PrettyMIDI(io.BytesIO(midi))
+    assert sum(len(i.notes) for i in pm.instruments) == sum(len(v) for v in music.notes_of(played, p.onsets[:steps]))
+
+    # the note names the synthesiser that actually played
+    if fluidsynth_importable():
+        assert clip.synth == "fluidsynth"
+        assert clip.note == "FluidSynth, General MIDI church organ (TimGM6mb soundfont bundled with pretty_midi)"
+    else:
+        assert clip.synth == "sine"
+        assert clip.note.startswith("sine waves: ") and "see Setup" in clip.note
+    assert f"Sound: {html.escape(clip.note)}" in page
+    bundle = clip._repr_mimebundle_()
+    assert bundle["text/html"] == page and clip.note in bundle["text/plain"] and clip.note in repr(clip)
+    assert np.isfinite(clip.audio).all() and 0 < np.abs(clip.audio).max() <= 1
+    assert np.abs(clip.audio).max() == pytest.approx(music.PEAK, rel=1e-4)   # normalised, no clipping
+
+
+@pytest.mark.parametrize("name, file", [("musictx.mid", "musictx.mid"), ("chorale 3", "chorale 3.mid"),
+                                        ("../up/x.MIDI", "x.MIDI"), ('a"b', "a&quot;b.mid")])
+def test_midi_download_name(chorales, name, file):
+    page = music.play(chorales.train[0].pitches, seconds=2, name=name)._repr_html_()
+    assert MIDI_LINK.findall(page)[0][0] == file
+    assert music.play(chorales.train[0].pitches, seconds=2).name == "musictx.mid"
+
+
+def test_sine_fallback_when_fluidsynth_cannot_be_imported(chorales, monkeypatch):
+    import pretty_midi  # noqa: F401  (imported before the block, as in a notebook that already played)
+
+    p = chorales.train[0].pitches
+    monkeypatch.setitem(sys.modules, "fluidsynth", None)           # import fluidsynth -> ModuleNotFoundError
+    assert music.fluidsynth_problem() == "FluidSynth is not installed"
+    clip = music.play(p, seconds=5)
+    assert clip.synth == "sine" and clip.rate == 8000
+    assert clip.note == "sine waves: FluidSynth is not installed (see Setup)"
+    assert "Sound: sine waves: FluidSynth is not installed (see Setup)" in clip._repr_html_()
+    sine = music.grid_to_midi(p[: len(clip.pitches)]).synthesize(fs=8000)
+    np.testing.assert_allclose(clip.audio, sine * music.PEAK / np.abs(sine).max(), atol=1e-6)
+    assert high_band_share(clip.audio, clip.rate) < 0.03            # sines: only clicks above 2 kHz
+
+    def no_library():
+        raise ImportError("Couldn't find the FluidSynth library.")  # pyfluidsynth without libfluidsynth
+
+    monkeypatch.setattr(music, "_quiet_import_fluidsynth", no_library)
+    clip = music.play(p, seconds=2)
+    assert clip.synth == "sine" and "FluidSynth library (libfluidsynth) is not" in clip.note
+
+
+@pytest.mark.parametrize("render, reason", [("raise", "FluidSynth failed (RuntimeError: no soundfont)"),
+                                            ("zeros", "FluidSynth rendered silence"),
+                                            ("nan", "FluidSynth rendered silence")])
+def test_sine_fallback_when_fluidsynth_fails(chorales, monkeypatch, render, reason):
+    import pretty_midi
+
+    def fake(self, fs=None, **kw):
+        if render == "raise":
+            raise RuntimeError("no soundfont")
+        return np.full(int(fs), 0.0 if render == "zeros" else np.nan)
+
+    monkeypatch.setattr(music, "fluidsynth_problem", lambda: None)
+    monkeypatch.setattr(pretty_midi.PrettyMIDI, "fluidsynth", fake)
+    clip = music.play(chorales.train[0].pitches, seconds=2)
+    assert clip.synth == "sine" and clip.note == f"sine waves: {reason} (see Setup)"
+    assert np.isfinite(clip.audio).all() and np.abs(clip.audio).max() > 0
+
+
+def test_fluidsynth_sounds_like_an_organ(chorales):
+    if music.fluidsynth_problem() is not None:
+        pytest.skip(f"no FluidSynth here: {music.fluidsynth_problem()}")
+    p = chorales.train[0].pitches
+    clip = music.play(p, seconds=5)
+    assert clip.synth == "fluidsynth" and clip.rate == 8000
+    assert np.isfinite(clip.audio).all() and np.sqrt(np.mean(clip.audio ** 2)) > 0.05
+    sine = music.grid_to_midi(clip.pitches).synthesize(fs=8000)
+    n = min(len(sine), len(clip.audio))
+    assert abs(np.corrcoef(sine[:n], clip.audio[:n])[0, 1]) < 0.5
+    assert high_band_share(clip.audio, clip.rate) > 0.1             # an organ's harmonics (sines: ~0.01)
+
+
+def test_pyfluidsynth_prints_nothing_into_pages():
+    """pyfluidsynth prints where it found the library when $CI is set; book pages must not show it."""
+    code = ("import numpy as np; from musictx_lite import music; "
+            "g = np.array([[72, 67, 64, 48]] * 8); print(music.play(g, seconds=1).synth)")
+    env = {**os.environ, "CI": "true"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("fluidsynth", "sine")
+    assert out.stdout.strip() == ("fluidsynth" if fluidsynth_importable() else "sine")
 
 
 def test_piano_roll_draws_every_note(chorales):

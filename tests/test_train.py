@@ -161,3 +161,41 @@ def test_evaluating_restores_the_mode_even_on_error():
             assert not m.training
             raise RuntimeError("boom")
     assert m.training
+
+
+def test_an_unregistered_model_gets_a_usable_checkpoint(chorales, tmp_path):
+    from musictx_lite.tasks import NEXT_TOKEN
+
+    class MyBigram(Bigram):
+        task = NEXT_TOKEN
+
+    torch.manual_seed(0)
+    m = MyBigram(context=16)
+    train(m, chorales, cfg(max_steps=4), out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"unregistered model \(.*MyBigram\).*model=\.\.\."):
+        load_checkpoint(tmp_path)
+    fresh = MyBigram(context=16)
+    loaded, ck = load_checkpoint(tmp_path, model=fresh)
+    assert ck["step"] == 4 and loaded is fresh
+    torch.testing.assert_close(fresh.table.weight, m.table.weight.cpu())
+    with pytest.raises(TypeError, match="names no task"):
+        train(Bigram(), chorales, cfg(max_steps=2), progress=False)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint\n", bytes(range(256)) * 4])
+def test_a_file_that_is_not_a_checkpoint_is_a_clear_error(tmp_path, content):
+    from musictx_lite.training import read_checkpoint
+
+    (tmp_path / "ckpt.pt").write_bytes(content)
+    with pytest.raises(ValueError, match="is not a musictx_lite checkpoint"):
+        load_checkpoint(tmp_path)
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")         # a torch file, but not ours
+    with pytest.raises(ValueError, match="lacks"):
+        read_checkpoint(tmp_path / "other.pt")
+
+
+@pytest.mark.parametrize("kw", [dict(max_steps=0), dict(batch_size=-1), dict(lr=0.0), dict(eval_every=0),
+                                dict(warmup_steps=-1), dict(eval_pieces=0)])
+def test_invalid_train_configs_raise(kw):
+    with pytest.raises(ValueError):
+        TrainConfig(**kw)

@@ -6,6 +6,9 @@ data chosen by environment variables, and on the torch version. This extension
 hashes all of those before anything is read; when the hash differs from the one
 stored beside the cache, it deletes the cache and marks every notebook outdated,
 so that Sphinx re-reads and re-executes every chapter.
+
+It also sets ``MUSICTX_PROGRESS=0`` for the kernels that execute the chapters,
+so that rendered pages carry no progress-bar lines.
 """
 from __future__ import annotations
 
@@ -61,6 +64,9 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
 
 
 def setup(app):
+    # chapters run in kernels that inherit this environment: no progress bars in the rendered pages
+    # (a live notebook, in Jupyter or Colab, still shows them)
+    os.environ["MUSICTX_PROGRESS"] = "0"
     app.connect("config-inited", _on_config, priority=100)
     app.connect("env-get-outdated", _outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,24 @@
+# The two commands of the README. Each sets up .venv first (scripts/setup-env), so nothing has
+# to be installed by hand: `make book` builds the book, `make test` runs the tests (what CI runs).
+VENV ?= .venv
+PYTHON ?= python3
+export PYTHON
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export VIRTUAL_ENV := $(CURDIR)/$(VENV)
+
+.PHONY: book test env clean
+
+book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU) and build _build/html
+	jupyter-book build . -W --keep-going
+
+test: $(VENV)/.ready       ## unit tests, and every chapter under nbval in the smoke profile
+	pytest --nbval-lax -n 2 --dist loadfile
+
+env: $(VENV)/.ready
+
+$(VENV)/.ready: requirements.txt pyproject.toml scripts/setup-env
+	bash scripts/setup-env $(VENV)
+	touch $@
+
+clean:                     ## remove the built book and its execution cache (not the environment)
+	rm -rf _build

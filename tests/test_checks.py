@@ -1,0 +1,119 @@
+"""The causality probes of ``musictx_lite.checks``, run over every registered model, and the profiles.
+
+A model that a later chapter registers in ``models.MODELS`` is covered here
+without anyone editing this file.
+"""
+import pytest
+import torch
+import torch.nn as nn
+
+from musictx_lite import MODELS, ModelConfig, build_model, checks
+from musictx_lite.attention import Head, MultiHeadAttention
+from musictx_lite.blocks import Block
+from musictx_lite.profiles import PROFILES, Profile
+from musictx_lite.tasks import NEXT_TOKEN
+from musictx_lite.training import TrainConfig
+
+CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
+NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)
+LEAKS = {"attention-unmasked"}          # chapter 3's deliberate leak
+
+
+def test_every_model_but_fill_is_a_next_token_model():
+    assert set(MODELS) - set(NEXT) == {"fill"}
+
+
+@pytest.mark.parametrize("name", NEXT)
+def test_perturbation_probe_on_every_next_token_model(name):
+    torch.manual_seed(0)
+    model = build_model(name, CFG)
+    past, future = checks.future_effect(model, T=24, t=10)
+    assert future > 1e-4                                  # the probe can see a change at all
+    if name in LEAKS:
+        assert past > 1e-3 and not checks.is_causal(model)
+    else:
+        assert past <= 1e-5 and checks.is_causal(model)
+
+
+@pytest.mark.parametrize("name", NEXT)
+def test_gradient_probe_on_every_next_token_model(name):
+    """d logits_i / d embedding_j is zero for every j > i (nonzero on and below the diagonal)."""
+    torch.manual_seed(0)
+    model = build_model(name, CFG).eval()
+    emb = model.tok_emb if hasattr(model, "tok_emb") else model.emb
+
+    class FromEmbeddings(nn.Module):                   # the model with its token embedding replaced by inputs
+        def forward(self, e):
+            saved = emb.forward
+            emb.forward = lambda idx: e
+            try:
+                return model(torch.zeros(e.shape[:2], dtype=torch.long))
+            finally:
+                emb.forward = saved
+
+    wrapper = FromEmbeddings()
+    wrapper.dummy = nn.Linear(CFG.n_embd, 1)           # gradient_dependency reads C from a 2-d parameter
+    G = checks.gradient_dependency(wrapper, T=10)
+    future = torch.ones(10, 10, dtype=torch.bool).triu(1)
+    if name in LEAKS:
+        assert (G[future] > 0).any()
+    else:
+        assert (G[future] == 0).all() and (G.diagonal() > 0).all()
+
+
+@pytest.mark.parametrize("layer", [lambda: Head(32, 8, causal=True), lambda: MultiHeadAttention(CFG),
+                                   lambda: Block(CFG)])
+def test_gradient_probe_on_layers(layer):
+    torch.manual_seed(0)
+    G = checks.gradient_dependency(layer(), T=9)
+    past = torch.ones(9, 9, dtype=torch.bool).tril()
+    assert (G[~past] == 0).all() and (G[past] > 0).all()
+    G_full = checks.gradient_dependency(Head(32, 8, causal=False), T=9)
+    assert (G_full > 0).all()
+
+
+def test_profiles_know_every_model_and_nothing_else():
+    for p in PROFILES.values():
+        assert set(p.overrides) == set(MODELS), p.name
+        for name in MODELS:
+            assert isinstance(p.model_config(name), ModelConfig) and isinstance(p.train_config(name), TrainConfig)
+
+
+def test_unknown_profile_keys_and_models_are_errors():
+    with pytest.raises(ValueError, match=r"unknown settings \['n_embed'\]"):
+        Profile("x", model={}, train=TrainConfig(), overrides={"lstm": {"n_embed": 64}})
+    with pytest.raises(ValueError, match="unknown model settings"):
+        Profile("x", model={"heads": 2}, train=TrainConfig())
+    with pytest.raises(ValueError, match="has no entry for model 'gpt-7'"):
+        PROFILES["cpu"].model_config("gpt-7")
+    with pytest.raises(ValueError, match="has no entry"):
+        PROFILES["smoke"].train_config("transfomer")
+    assert PROFILES["cpu"].model_config("transformer").n_embd == 64        # an override that applies
+    assert PROFILES["cpu"].train_config("fill").batch_size == 256
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(name):
+    """The gpu profile's sizes, one forward and backward pass with a batch of 2 on the CPU."""
+    P = PROFILES["gpu"]
+    torch.manual_seed(0)
+    model = build_model(name, P.model_config(name))
+    batches = model.task.sampler(_pieces(), model.cfg.block_size, seed=0)
+    x, y = batches.batch(2)
+    from musictx_lite.tasks import token_nll
+
+    loss = token_nll(model, x, y) / (y != 0).sum()
+    loss.backward()
+    assert torch.isfinite(loss) and 2.5 < loss.item() < 6                  # near log(54) = 3.99 at init
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+_PIECES = []
+
+
+def _pieces():
+    if not _PIECES:
+        from musictx_lite import load_chorales
+
+        _PIECES.extend(load_chorales().train[:8])
+    return _PIECES
