@@ -99,7 +99,7 @@ PROFILES = {
         model=dict(n_embd=512, n_layers=2, n_heads=8, block_size=256, dropout=0.2),
         train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
                           ckpt_every=500),
-        notes="Colab T4: each model trains in at most 10 minutes",
+        notes="Colab: on a T4, about 3 minutes or less per model (estimated: python -m musictx_lite budget)",
         overrides={
             "lstm": {},
             "lstm-attention": {},
@@ -132,3 +132,36 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     print(f"profile: {p.name} ({p.notes}) | device: {pick_device()} | torch {torch.__version__} | "
           f"musictx_lite {__version__} | python {platform.python_version()}")
     return p
+
+
+# The effective speed assumed for a Colab T4 on the book's small models: 1/8 of its 65 TFLOP/s fp16
+# tensor-core peak (small matrices and kernel launches keep it far from the peak).
+T4_FLOPS = 8e12
+T4_STEP_S = 0.01      # and a fixed cost per training step: kernel launches, the optimiser, Python
+
+
+def train_flops(name: str, profile: Profile | str) -> float:
+    """Estimated FLOPs to train model ``name`` in ``profile``: 6 per weight per target token
+    (2 forward, 4 backward), plus 12 T C per token for each attention layer's scores and weighted sums."""
+    from .attention import Head, MultiHeadAttention
+    from .models import build_model
+    from .rnn import LSTMAttention
+
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    mcfg, tcfg = p.model_config(name), p.train_config(name)
+    with torch.device("meta"):                                   # sizes only: no memory, no time
+        model = build_model(name, mcfg)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    weights += sum(p.numel() for n, p in model.named_parameters() if "lstm" in n)
+    T = getattr(model, "context", None) or mcfg.block_size
+    attn_layers = sum(isinstance(m, (MultiHeadAttention, LSTMAttention)) or
+                      (isinstance(m, Head) and not isinstance(model, LSTMAttention)) for m in model.modules())
+    tokens = tcfg.batch_size * T * tcfg.max_steps
+    return tokens * (6 * weights + 12 * attn_layers * T * mcfg.n_embd)
+
+
+def t4_minutes(name: str, profile: Profile | str = "gpu") -> float:
+    """Estimated minutes to train ``name`` on a T4: ``train_flops / T4_FLOPS + steps * T4_STEP_S``.
+    An estimate, not a measurement."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    return (train_flops(name, p) / T4_FLOPS + p.train_config(name).max_steps * T4_STEP_S) / 60

@@ -135,3 +135,64 @@ def test_generate_refuses_a_fill_model():
 
     with pytest.raises(ValueError, match="does not continue"):
         generate(VoiceFill(CFG), None, 2)
+
+
+def test_attention_core_bias_and_mask_on_both_paths():
+    """The score bias is added before masking: a huge bias on a masked key still gives it weight 0,
+    and the fused path (SDPA) computes the readable path's output for every combination."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 8)   # (B, nh, T, hs)
+    bias = torch.randn(2, 3, 6, 6)
+    bias[..., 0, 5] = 1e4                                      # query 0 would love key 5, in its future
+    band = (torch.arange(6)[:, None] - torch.arange(6)[None, :]).abs() <= 2                  # (T, T)
+    for mask, b, causal in [(None, None, True), (None, bias, True), (band, None, True), (band, bias, False),
+                            (band, bias, True), (None, None, False)]:
+        out, w = attention(q, k, v, mask, b, causal)
+        ref = q @ k.transpose(-2, -1) / math.sqrt(8) + (0 if b is None else b)
+        allowed = torch.ones(6, 6, dtype=torch.bool)
+        allowed = allowed & band if mask is not None else allowed
+        allowed = allowed & causal_mask(6) if causal else allowed
+        ref = torch.softmax(ref.masked_fill(~allowed, float("-inf")), -1)
+        torch.testing.assert_close(w, ref)
+        assert (w[..., ~allowed] == 0).all()
+        fast, none = attention(q, k, v, mask, b, causal, need_weights=False)
+        assert none is None
+        torch.testing.assert_close(fast, out, atol=1e-5, rtol=1e-5)
+    assert attention(q, k, v, None, bias, True)[1][..., 0, 5].eq(0).all()
+
+
+def test_multi_head_attention_takes_a_score_bias_and_a_mask():
+    torch.manual_seed(0)
+
+    class Shift(nn.Module):                                  # a bias that depends on the queries, as relative logits do
+        def forward(self, q):
+            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], q.shape[-2])          # (B, nh, T, T)
+
+    band = lambda T, device: (torch.arange(T, device=device)[:, None] - torch.arange(T, device=device)) <= 3  # noqa: E731
+    mha = MultiHeadAttention(CFG, score_bias=Shift(), mask=band).eval()
+    x = torch.randn(2, 10, 32)
+    y, w = mha(x, return_attention=True)
+    torch.testing.assert_close(mha(x), y, atol=1e-5, rtol=1e-5)                             # SDPA path agrees
+    lags = torch.arange(10)[:, None] - torch.arange(10)[None, :]
+    assert (w[..., (lags > 3) | (lags < 0)] == 0).all() and torch.allclose(w.sum(-1), torch.ones(2, 4, 10))
+    plain = MultiHeadAttention(CFG).eval()
+    plain.load_state_dict(mha.state_dict())
+    assert not torch.allclose(plain(x), y)                                                   # the bias mattered
+
+
+def test_attention_weights_from_any_decoder_layer():
+    from musictx_lite.attention import attention_weights
+
+    torch.manual_seed(0)
+    m = build_model("transformer", CFG).eval()
+    tokens = torch.randint(5, 50, (12,))
+    ws = [attention_weights(m, tokens, layer=i) for i in range(CFG.n_layers)]
+    assert all(w.shape == (CFG.n_heads, 12, 12) for w in ws) and not torch.allclose(ws[0], ws[1])
+    for w in ws:
+        torch.testing.assert_close(w.sum(-1), torch.ones(CFG.n_heads, 12))
+        assert (w[:, ~causal_mask(12)] == 0).all()
+    x = m.tok_emb(tokens[None])
+    _, w0 = m.blocks[0].mixer(m.blocks[0].ln1(x), return_attention=True)                    # layer 0 by hand
+    torch.testing.assert_close(ws[0], w0[0])
+    lstm_w = attention_weights(build_model("lstm-attention", CFG), tokens)                  # one (T, T) matrix
+    assert lstm_w.shape == (12, 12)
