@@ -4,22 +4,109 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
 
     python -m musictx_lite train --model lstm-attention --profile cpu --out runs/attn
     python -m musictx_lite generate --checkpoint runs/attn --out attn.mid
+    python -m musictx_lite generate --checkpoint runs/attn --prompt-midi mine.mid --out more.mid
     python -m musictx_lite baselines
     python -m musictx_lite bench attention --plot attention.png
+    python -m musictx_lite budget --profile gpu
+
+Bad input ends in one line ``error: ...`` and a non-zero exit status (2 for a
+bad argument, 1 for a bad file or value found later), never in a traceback.
+Ctrl-C during training writes the checkpoint and exits with status 130.
 """
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
+MAX_SEED = 2**32 - 1
+
+
+# ---------------------------------------------------------------- argument types
+
+def _number(kind: type, ok, what: str):
+    """An argparse ``type=`` that parses ``kind`` and accepts the values where ``ok(value)``."""
+    def parse(s: str):
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {s!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {s}")
+        return v
+    parse.__name__ = what
+    return parse
+
+
+positive_int = _number(int, lambda v: v > 0, "a positive integer")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+seed_int = _number(int, lambda v: 0 <= v <= MAX_SEED, f"an integer from 0 to {MAX_SEED}")
+positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a finite number > 0")
+
+
+def device_arg(s: str) -> str:
+    """A device torch can parse and this machine has: cpu, cuda, cuda:N or mps."""
+    try:
+        d = torch.device(s)
+    except (RuntimeError, ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"{s!r} is not a device; use cpu, cuda, cuda:N or mps") from None
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{s}: CUDA is not available on this machine "
+                                             f"(torch {torch.__version__}); use cpu")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise argparse.ArgumentTypeError(f"{s}: this machine has {torch.cuda.device_count()} CUDA "
+                                             f"device(s), cuda:0 .. cuda:{torch.cuda.device_count() - 1}")
+    elif d.type == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise argparse.ArgumentTypeError(f"{s}: MPS is not available on this machine; use cpu")
+    elif d.type != "cpu":
+        raise argparse.ArgumentTypeError(f"{s}: device type {d.type!r} is not supported; use cpu, cuda, cuda:N or mps")
+    return s
+
+
+def _default_device() -> torch.device:
+    """``pick_device()``, with a clear error for a bad ``MUSICTX_DEVICE``."""
+    from .device import pick_device
+
+    if "MUSICTX_DEVICE" in os.environ:
+        try:
+            device_arg(os.environ["MUSICTX_DEVICE"])
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(f"MUSICTX_DEVICE={os.environ['MUSICTX_DEVICE']!r}: {e}") from None
+    return pick_device()
+
+
+def _check_writable(path: str, what: str, directory: bool = False) -> Path:
+    """Fail early, before any work, where ``path`` (a file, or a directory) cannot be written."""
+    p = Path(path)
+    if directory and p.exists() and not p.is_dir():
+        raise ValueError(f"{what} {p} exists and is not a directory")
+    if not directory and p.is_dir():
+        raise ValueError(f"{what} {p} is a directory; give a file name")
+    anc = p if directory else p.parent
+    while not anc.exists() and anc != anc.parent:        # the first ancestor that exists
+        anc = anc.parent
+    if not anc.is_dir():
+        raise ValueError(f"cannot write {what} {p}: {anc} is a file, not a directory")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {what} {p}: {anc} is not writable")
+    return p
+
+
+# ---------------------------------------------------------------- commands
 
 def cmd_train(a: argparse.Namespace) -> None:
     from . import build_model, get_profile, load_data, train
     from .models import n_params
 
+    _check_writable(a.out, "--out", directory=True)
+    device = a.device if a.device is not None else _default_device()
     p = get_profile(a.profile)
     mcfg = p.model_config(a.model)
     over = {k: v for k, v in (("max_steps", a.steps), ("seed", a.seed)) if v is not None}
@@ -28,22 +115,58 @@ def cmd_train(a: argparse.Namespace) -> None:
     torch.manual_seed(tcfg.seed)
     model = build_model(a.model, mcfg)
     print(f"profile {p.name}: {a.model}, {n_params(model):,} parameters, {tcfg.max_steps} steps; data: {data.source}")
-    hist = train(model, data, tcfg, out_dir=a.out, device=a.device, progress=not a.quiet)
+    hist = train(model, data, tcfg, out_dir=a.out, device=device, progress=not a.quiet)
     print(f"trained {hist.step[-1] if hist.step else 0} steps in {hist.seconds:.0f} s "
           f"({hist.tokens_per_s:,.0f} tokens/s); checkpoint: {a.out}")
     print(f"valid NLL: {hist.final_nll:.4f} nats/token")
 
 
+def _midi_prompt(path: str, n_steps: int | None) -> tuple[np.ndarray, str]:
+    """The tokens (BOS first) of the first ``n_steps`` steps of a four-voice MIDI file (all: None)."""
+    from . import encode, read_midi
+
+    grid = read_midi(path)
+    if n_steps is None:
+        n_steps = len(grid)
+    elif n_steps > len(grid):
+        raise ValueError(f"--prompt-steps {n_steps} is longer than {path} ({len(grid)} steps)")
+    try:
+        tokens = encode(grid[:n_steps])
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return tokens, f"{'first ' if n_steps < len(grid) else ''}{n_steps} steps of {path}"
+
+
+def _chorale_prompt(a: argparse.Namespace, n_steps: int) -> tuple[np.ndarray, str]:
+    from . import load_data, prompt_from
+
+    pieces = load_data(a.data)[a.prompt_split]
+    if a.prompt_index >= len(pieces):
+        raise ValueError(f"--prompt-index {a.prompt_index} is beyond the {a.prompt_split} split "
+                         f"({len(pieces)} chorales)")
+    piece = pieces[a.prompt_index]
+    if n_steps > len(piece):
+        raise ValueError(f"--prompt-steps {n_steps} is longer than {piece.name} ({len(piece)} steps)")
+    return prompt_from(piece, n_steps), f"first {n_steps} steps of {piece.name} ({a.prompt_split})"
+
+
 def cmd_generate(a: argparse.Namespace) -> None:
-    from . import generate, load_checkpoint, load_data, prompt_from, write_midi
+    from . import generate, load_checkpoint, write_midi
+    from .tasks import NEXT_TOKEN
     from .tokens import decode
 
+    _check_writable(a.out, "--out")
+    prompt, what = None, "from scratch"
+    if a.prompt_midi is not None:                      # read it first: a bad file fails before the model loads
+        prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
     model, ck = load_checkpoint(a.checkpoint, device=a.device or "cpu")
-    prompt = None
-    if a.prompt_steps > 0:
-        piece = load_data(a.data)[a.prompt_split][a.prompt_index]
-        prompt = prompt_from(piece, a.prompt_steps)
-        print(f"prompt: first {a.prompt_steps} steps of {piece.name} ({a.prompt_split})")
+    if a.prompt_midi is None and a.prompt_steps != 0:
+        prompt, what = _chorale_prompt(a, 16 if a.prompt_steps is None else a.prompt_steps)
+    ctx = getattr(model, "context", None)
+    if prompt is not None and ctx is not None and getattr(model, "task", None) is NEXT_TOKEN and len(prompt) > ctx:
+        raise ValueError(f"the prompt ({what}: {len(prompt)} tokens with BOS) does not fit the model's context "
+                         f"of {ctx} tokens; use --prompt-steps {(ctx - 1) // 4} or fewer")
+    print(f"prompt: {what}")
     tokens = generate(model, prompt, a.steps, a.temperature, a.top_k, a.seed)
     path = write_midi(decode(tokens), a.out)
     print(f"wrote {path}: {len(tokens) // 4} steps from {ck['model_name']} (step {ck['step']})")
@@ -64,16 +187,49 @@ def cmd_baselines(a: argparse.Namespace) -> None:
 def cmd_bench(a: argparse.Namespace) -> None:
     from .bench import bench_attention, format_table, plot_bench
 
+    if a.plot:                                         # fail before the benchmark, not after it
+        import matplotlib
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        kinds = FigureCanvasBase.get_supported_filetypes()
+        ext = os.path.splitext(a.plot)[1][1:].lower()
+        if not ext:                                    # as matplotlib does: it appends its default format
+            a.plot = f"{a.plot.rstrip('.')}.{matplotlib.rcParams['savefig.format']}"
+        elif ext not in kinds:
+            raise ValueError(f"--plot {a.plot}: matplotlib cannot write .{ext} files; use one of "
+                             f"{', '.join(sorted(kinds))}")
+        _check_writable(a.plot, "--plot")
+    if torch.device(a.device).type == "cuda" and torch.device(a.device).index is not None:
+        torch.cuda.set_device(torch.device(a.device))    # bench_attention synchronises and measures "cuda"
+        a.device = "cuda"
     rows = bench_attention(a.lengths, a.n_embd, a.heads, a.batch, a.repeats, a.device)
     print(f"attention, forward + backward: n_embd={a.n_embd}, heads={a.heads}, batch={a.batch}, "
           f"device={a.device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(format_table(rows))
     if a.plot:
+        Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
         plot_bench(rows, a.plot)
         print(f"plot: {a.plot}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def cmd_budget(a: argparse.Namespace) -> None:
+    from .models import MODELS, build_model, n_params
+    from .profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
+
+    p = get_profile(a.profile)
+    print(f"profile {p.name}: estimated training time on a T4 = FLOPs / {T4_FLOPS:.0e} FLOP/s "
+          f"+ {1000 * T4_STEP_S:.0f} ms per step (an estimate, not a measurement)")
+    print(f"{'model':>22s} {'parameters':>11s} {'steps':>6s} {'PFLOP':>7s} {'T4 min':>7s}")
+    for name in MODELS:
+        with torch.device("meta"):
+            params = n_params(build_model(name, p.model_config(name)))
+        print(f"{name:>22s} {params:11,d} {p.train_config(name).max_steps:6d} "
+              f"{train_flops(name, p) / 1e15:7.3f} {t4_minutes(name, p):7.2f}")
+
+
+# ---------------------------------------------------------------- parser
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from .models import MODELS
     from .profiles import PROFILES
 
@@ -87,51 +243,96 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--profile", choices=sorted(PROFILES), default=None,
                    help="model size and budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu)")
     t.add_argument("--out", required=True, help="run directory: checkpoints go here; an existing one is resumed")
-    t.add_argument("--steps", type=int, default=None, help="override the profile's number of training steps")
-    t.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    t.add_argument("--steps", type=positive_int, default=None, help="override the profile's number of training steps")
+    t.add_argument("--seed", type=seed_int, default=None, help="random seed (default 0)")
     t.add_argument("--data", default=None, help=data_help)
-    t.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    t.add_argument("--device", type=device_arg, default=None,
+                   help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 
     g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file")
     g.add_argument("--checkpoint", required=True, help="a run directory written by 'train' (or its ckpt.pt)")
     g.add_argument("--out", required=True, help="the .mid file to write")
-    g.add_argument("--steps", type=int, default=64, help="16th-note steps to generate (default 64 = 4 bars)")
-    g.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default 1.0)")
-    g.add_argument("--top-k", type=int, default=None, help="sample only among the k likeliest tokens")
-    g.add_argument("--prompt-steps", type=int, default=16,
-                   help="start from the first N steps of a held-out chorale (0: from scratch; default 16)")
-    g.add_argument("--prompt-split", default="valid", choices=("train", "valid", "test"),
-                   help="split the prompt comes from")
-    g.add_argument("--prompt-index", type=int, default=0, help="which chorale of that split")
-    g.add_argument("--seed", type=int, default=0, help="sampling seed")
+    g.add_argument("--steps", type=positive_int, default=64, help="16th-note steps to generate (default 64 = 4 bars)")
+    g.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
+    g.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest tokens")
+    g.add_argument("--prompt-steps", type=nonnegative_int, default=None,
+                   help="start from the first N steps of the prompt (0: from scratch; "
+                        "default: 16 of a chorale, all of --prompt-midi)")
+    g.add_argument("--prompt-midi", default=None, metavar="FILE",
+                   help="continue this four-voice MIDI file instead of a chorale of the data set")
+    g.add_argument("--prompt-split", default=None, choices=("train", "valid", "test"),
+                   help="split the prompt chorale comes from (default valid)")
+    g.add_argument("--prompt-index", type=nonnegative_int, default=None,
+                   help="which chorale of that split (default 0)")
+    g.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
     g.add_argument("--data", default=None, help=data_help)
-    g.add_argument("--device", default=None, help="device to sample on (default cpu)")
+    g.add_argument("--device", type=device_arg, default=None, help="device to sample on (default cpu)")
     g.set_defaults(func=cmd_generate)
 
     b = sub.add_parser("baselines", help="validation NLL of the chapter 0 baselines")
     b.add_argument("--data", default=None, help=data_help)
-    b.add_argument("--max-n", type=int, default=7, help="largest n-gram order")
+    b.add_argument("--max-n", type=positive_int, default=7, help="largest n-gram order")
     b.set_defaults(func=cmd_baselines)
 
     c = sub.add_parser("bench", help="time and peak memory of the book's attention implementations")
     c.add_argument("what", choices=["attention"], help="what to benchmark")
-    c.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048],
+    c.add_argument("--lengths", type=positive_int, nargs="+", default=[128, 256, 512, 1024, 2048],
                    help="sequence lengths (default 128 .. 2048)")
-    c.add_argument("--n-embd", type=int, default=128, help="model width (default 128)")
-    c.add_argument("--heads", type=int, default=4, help="number of heads (default 4)")
-    c.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    c.add_argument("--repeats", type=int, default=3, help="timed repeats; the best is kept (default 3)")
-    c.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    c.add_argument("--n-embd", type=positive_int, default=128, help="model width (default 128)")
+    c.add_argument("--heads", type=positive_int, default=4, help="number of heads, dividing --n-embd (default 4)")
+    c.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
+    c.add_argument("--repeats", type=positive_int, default=3, help="timed repeats; the best is kept (default 3)")
+    c.add_argument("--device", type=device_arg, default="cpu", help="cpu or cuda (default cpu)")
     c.add_argument("--plot", default=None, help="save a plot of time and memory to this file")
     c.set_defaults(func=cmd_bench)
 
+    u = sub.add_parser("budget", help="estimated training time of every model on a Colab T4, per profile")
+    u.add_argument("--profile", choices=sorted(PROFILES), default="gpu", help="profile to estimate (default gpu)")
+    u.set_defaults(func=cmd_budget)
+    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the arguments; a bad one exits with status 2 and a one-line error."""
+    ap, parsers = build_parser()
     a = ap.parse_args(argv)
+    if a.cmd == "generate":
+        if a.prompt_midi is not None:
+            if a.prompt_split is not None or a.prompt_index is not None:
+                parsers["generate"].error("--prompt-midi cannot be combined with --prompt-split or --prompt-index")
+            if a.prompt_steps == 0:
+                parsers["generate"].error("--prompt-steps 0 would ignore --prompt-midi; leave one of them out")
+        a.prompt_split = a.prompt_split or "valid"
+        a.prompt_index = a.prompt_index or 0
+    if a.cmd == "bench" and a.n_embd % a.heads:
+        parsers["bench"].error(f"--heads {a.heads} does not divide --n-embd {a.n_embd}: "
+                               f"each head gets n_embd / heads features")
+    return a
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(e).strip()
+    return msg.splitlines()[0] if msg else type(e).__name__
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
     try:
         a.func(a)
-    except (ValueError, FileNotFoundError, FloatingPointError) as e:
-        sys.exit(f"error: {e}")
+    except KeyboardInterrupt:
+        # train() has written its checkpoint and re-raised: one line, not a traceback
+        if a.cmd == "train" and (Path(a.out) / "ckpt.pt").exists():
+            print(f"interrupted: the checkpoint in {a.out} holds the last complete step; "
+                  f"run the same command again to resume", file=sys.stderr)
+        else:
+            print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except (torch.OutOfMemoryError, MemoryError) as e:
+        sys.exit(f"error: out of memory: {_first_line(e)}")
+    except (ValueError, TypeError, FloatingPointError, OSError) as e:
+        sys.exit(f"error: {_first_line(e)}")
 
 
 if __name__ == "__main__":

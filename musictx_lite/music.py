@@ -63,15 +63,20 @@ def grid_to_midi(pitches: np.ndarray, onsets: np.ndarray | None = None, tempo: f
 def midi_to_grid(pm) -> np.ndarray:
     """``PrettyMIDI`` with four voices -> (steps, 4) pitch grid on the 16th grid.
 
-    Instruments are ordered by mean pitch, highest first (S A T B). Timing is
-    quantised in ticks, so it does not depend on the tempo.
+    Instruments named soprano, alto, tenor and bass (as ``write_midi`` names
+    them) keep those voices; otherwise they are ordered by mean pitch, highest
+    first. Timing is quantised in ticks, so it does not depend on the tempo.
     """
     insts = [i for i in pm.instruments if i.notes and not i.is_drum]
     if not insts:
         raise ValueError("MIDI file contains no notes")
     if len(insts) != 4:
         raise ValueError(f"expected 4 voices (instruments with notes), found {len(insts)}")
-    insts.sort(key=lambda i: -np.mean([n.pitch for n in i.notes]))
+    names = [i.name.strip().lower() for i in insts]
+    if sorted(names) == sorted(VOICES):
+        insts.sort(key=lambda i: VOICES.index(i.name.strip().lower()))
+    else:
+        insts.sort(key=lambda i: -np.mean([n.pitch for n in i.notes]))
     per_step = pm.resolution / STEPS_PER_QUARTER
     q = lambda sec: int(round(pm.time_to_tick(sec) / per_step))  # noqa: E731
     n_steps = max(q(n.end) for i in insts for n in i.notes)

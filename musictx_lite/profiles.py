@@ -99,7 +99,7 @@ PROFILES = {
         model=dict(n_embd=512, n_layers=2, n_heads=8, block_size=256, dropout=0.2),
         train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
                           ckpt_every=500),
-        notes="Colab: on a T4, about 3 minutes or less per model (estimated: python -m musictx_lite budget)",
+        notes="Colab: on a T4, at most about 4 minutes per model (estimated: python -m musictx_lite budget)",
         overrides={
             "lstm": {},
             "lstm-attention": {},

@@ -219,7 +219,9 @@ def read_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu")
     try:
         ck = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # pickle, zip and torch raise many types for bytes that are not a checkpoint
-        raise ValueError(f"{path} is not a musictx_lite checkpoint: {type(e).__name__}: {e}") from e
+        # (torch's own message suggests weights_only=False, which would run arbitrary code: not repeated here)
+        raise ValueError(f"{path} is not a musictx_lite checkpoint: torch.load cannot read it "
+                         f"({type(e).__name__})") from e
     if not isinstance(ck, dict) or not all(k in ck for k in CKPT_KEYS):
         raise ValueError(f"{path} is not a musictx_lite checkpoint: it lacks "
                          f"{[k for k in CKPT_KEYS if not isinstance(ck, dict) or k not in ck]}")

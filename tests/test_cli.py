@@ -1,48 +1,105 @@
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
+import pytest
+import torch
 
-from musictx_lite import read_midi
+from musictx_lite import load_chorales, read_midi, write_midi
+from musictx_lite.__main__ import main
+from musictx_lite.training import read_checkpoint
 
 
 def run(*args, check=True):
-    return subprocess.run([sys.executable, "-m", "musictx_lite", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "musictx_lite", *map(str, args)], capture_output=True, text=True,
                           check=check, timeout=300)
 
 
-def test_help_describes_every_option():
-    out = run("train", "--help").stdout
-    for opt in ("--model", "--profile", "--out", "--steps", "--seed", "--data", "--device", "lstm-attention"):
-        assert opt in out
-    assert "--temperature" in run("generate", "--help").stdout
+def assert_clean_error(code, err: str, *needles: str) -> str:
+    """A non-zero exit, no traceback, and a last line ``...error: ...`` that names every needle."""
+    assert code != 0, err
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert "error: " in last, err
+    for n in needles:
+        assert n in last, err
+    return last
 
 
-def test_train_then_generate(tmp_path):
-    out = run("train", "--model", "lstm-attention", "--profile", "smoke", "--out", str(tmp_path / "run"), "--quiet")
-    last = out.stdout.strip().splitlines()[-1]
+def assert_error(res: subprocess.CompletedProcess, *needles: str) -> str:
+    """As ``assert_clean_error`` for a finished subprocess; errors found after parsing are exactly one line."""
+    last = assert_clean_error(res.returncode, res.stderr, *needles)
+    if res.returncode != 2:                                  # 2: argparse, whose usage lines come first
+        assert res.returncode == 1 and res.stderr.strip() == last, res.stderr
+    return last
+
+
+def main_error(argv, capsys) -> tuple[int, str, str]:
+    """Run the CLI's ``main`` in this process; return its exit status, stderr and stdout."""
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    code = e.value.code
+    if isinstance(code, str):                                # sys.exit("error: ...") prints the text, exits 1
+        err, code = err + code + "\n", 1
+    return code, err, out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One smoke-profile transformer run (a finite context), shared by the tests of this module: (run dir, stdout)."""
+    d = tmp_path_factory.mktemp("cli") / "transformer"
+    out = run("train", "--model", "transformer", "--profile", "smoke", "--out", d, "--quiet")
+    return d, out.stdout
+
+
+@pytest.fixture(scope="module")
+def model_dir(trained):
+    """The run directory of ``trained``."""
+    return trained[0]
+
+
+@pytest.fixture(scope="module")
+def chorale():
+    return load_chorales().valid[0].pitches
+
+
+def test_help_describes_every_option(capsys):
+    for cmd, opts in (("train", ("--model", "--profile", "--out", "--steps", "--seed", "--data", "--device",
+                                 "lstm-attention")),
+                      ("generate", ("--temperature", "--prompt-midi", "--prompt-steps"))):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        out = capsys.readouterr().out
+        assert e.value.code == 0 and all(opt in out for opt in opts)
+
+
+def test_train_then_generate(tmp_path, trained):
+    run_dir, stdout = trained
+    last = stdout.strip().splitlines()[-1]
     assert last.startswith("valid NLL: ") and 0 < float(last.split()[2]) < 4
-    res = run("generate", "--checkpoint", str(tmp_path / "run"), "--out", str(tmp_path / "x.mid"), "--steps", "8")
+    res = run("generate", "--checkpoint", run_dir, "--out", tmp_path / "x.mid", "--steps", "8")
     assert "wrote" in res.stdout
     grid = read_midi(tmp_path / "x.mid")
     assert grid.shape[1] == 4 and 16 < len(grid) <= 24               # 16 prompt steps + 8 generated
 
 
-def test_clear_errors(tmp_path):
-    res = run("generate", "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path / "x.mid"), check=False)
-    assert res.returncode != 0 and "no checkpoint at" in res.stderr
-    res = run("train", "--model", "lstm", "--profile", "huge", "--out", str(tmp_path), check=False)
-    assert res.returncode != 0 and "invalid choice" in res.stderr
+def test_clear_errors(tmp_path, capsys):
+    code, err, _ = main_error(["generate", "--checkpoint", tmp_path / "none", "--out", tmp_path / "x.mid"], capsys)
+    assert_clean_error(code, err, "no checkpoint at")
+    code, err, _ = main_error(["train", "--model", "lstm", "--profile", "huge", "--out", tmp_path], capsys)
+    assert_clean_error(code, err, "invalid choice")
     assert not np.any([p.suffix == ".mid" for p in tmp_path.iterdir()])
 
 
-def test_every_chapter_model_trains_from_the_cli(tmp_path):
-    for name in ("fill", "transformer"):
-        out = run("train", "--model", name, "--profile", "smoke", "--out", str(tmp_path / name), "--quiet",
-                  "--steps", "4")
-        assert out.stdout.strip().splitlines()[-1].startswith("valid NLL: ")
-    res = run("generate", "--checkpoint", str(tmp_path / "fill"), "--out", str(tmp_path / "f.mid"), check=False)
-    assert res.returncode != 0 and "does not continue a sequence" in res.stderr
+def test_every_chapter_model_trains_from_the_cli(tmp_path, capsys):
+    out = run("train", "--model", "fill", "--profile", "smoke", "--out", str(tmp_path / "fill"), "--quiet",
+              "--steps", "4")                      # lstm-attention: the Ctrl-C test; transformer: `trained`
+    assert out.stdout.strip().splitlines()[-1].startswith("valid NLL: ")
+    code, err, _ = main_error(["generate", "--checkpoint", tmp_path / "fill", "--out", tmp_path / "f.mid"], capsys)
+    assert_clean_error(code, err, "does not continue a sequence")
 
 
 def test_bench_attention_prints_every_implementation(tmp_path):
@@ -52,3 +109,270 @@ def test_bench_attention_prints_every_implementation(tmp_path):
     rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "64")]
     assert len(rows) == 2 and all(len(r) == 1 + 3 * 4 for r in rows)
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+# ------------------------------------------------------------------ bad arguments: argparse says no, exit 2
+# The error tests call the CLI's main() in this process: an exception escaping it is what a traceback
+# would be, and a subprocess per case would add ~3 s of torch start each. The tests "in a real
+# process" check the `python -m musictx_lite` path end to end for each kind of error.
+
+GEN = ("generate", "--checkpoint", "{tmp}/run", "--out", "{tmp}/x.mid")
+TRAIN = ("train", "--model", "lstm", "--profile", "smoke", "--out", "{tmp}/run")
+BENCH = ("bench", "attention", "--lengths", "8")
+BAD_ARGS = {
+    "train --steps -3": (TRAIN + ("--steps", "-3"), "argument --steps: must be a positive integer, got -3"),
+    "train --steps 0": (TRAIN + ("--steps", "0"), "must be a positive integer, got 0"),
+    "train --steps 1.5": (TRAIN + ("--steps", "1.5"), "must be a positive integer, got '1.5'"),
+    "train --seed -1": (TRAIN + ("--seed", "-1"), "argument --seed: must be an integer from 0 to"),
+    "train --device banana": (TRAIN + ("--device", "banana"), "'banana' is not a device"),
+    "generate --steps 0": (GEN + ("--steps", "0"), "argument --steps: must be a positive integer, got 0"),
+    "generate --temperature 0": (GEN + ("--temperature", "0"), "argument --temperature: must be a finite number > 0"),
+    "generate --temperature -1": (GEN + ("--temperature", "-1"), "must be a finite number > 0, got -1"),
+    "generate --temperature inf": (GEN + ("--temperature", "inf"), "must be a finite number > 0, got inf"),
+    "generate --temperature nan": (GEN + ("--temperature", "nan"), "must be a finite number > 0, got nan"),
+    "generate --temperature hot": (GEN + ("--temperature", "hot"), "must be a finite number > 0, got 'hot'"),
+    "generate --top-k 0": (GEN + ("--top-k", "0"), "argument --top-k: must be a positive integer, got 0"),
+    "generate --prompt-steps -1": (GEN + ("--prompt-steps", "-1"), "argument --prompt-steps: must be an integer >= 0"),
+    "generate --prompt-index -1": (GEN + ("--prompt-index", "-1"), "argument --prompt-index: must be an integer >= 0"),
+    "generate --seed -5": (GEN + ("--seed", "-5"), "argument --seed: must be an integer from 0 to"),
+    "generate --device cuda:x": (GEN + ("--device", "cuda:x"), "'cuda:x' is not a device"),
+    "generate --device cuda:99": (GEN + ("--device", "cuda:99"), "argument --device: cuda:99: "),
+    "generate --device meta": (GEN + ("--device", "meta"), "device type 'meta' is not supported"),
+    "generate --prompt-midi with --prompt-index": (GEN + ("--prompt-midi", "{tmp}/p.mid", "--prompt-index", "2"),
+                                                   "--prompt-midi cannot be combined with --prompt-split or"),
+    "generate --prompt-midi with --prompt-split": (GEN + ("--prompt-midi", "{tmp}/p.mid", "--prompt-split", "test"),
+                                                   "--prompt-midi cannot be combined"),
+    "generate --prompt-midi with --prompt-steps 0": (GEN + ("--prompt-midi", "{tmp}/p.mid", "--prompt-steps", "0"),
+                                                     "--prompt-steps 0 would ignore --prompt-midi"),
+    "baselines --max-n 0": (("baselines", "--max-n", "0"), "argument --max-n: must be a positive integer, got 0"),
+    "bench --lengths 32 0": (("bench", "attention", "--lengths", "32", "0"), "argument --lengths: must be a positive"),
+    "bench --lengths -8": (("bench", "attention", "--lengths", "-8"), "argument --lengths: must be a positive"),
+    "bench --n-embd 0": (BENCH + ("--n-embd", "0"), "argument --n-embd: must be a positive integer, got 0"),
+    "bench --heads 0": (BENCH + ("--heads", "0"), "argument --heads: must be a positive integer, got 0"),
+    "bench --heads 3 (does not divide 128)": (BENCH + ("--heads", "3"), "--heads 3 does not divide --n-embd 128"),
+    "bench --batch 0": (BENCH + ("--batch", "0"), "argument --batch: must be a positive integer, got 0"),
+    "bench --repeats 0": (BENCH + ("--repeats", "0"), "argument --repeats: must be a positive integer, got 0"),
+    "bench --device banana": (BENCH + ("--device", "banana"), "argument --device: 'banana' is not a device"),
+}
+
+
+@pytest.mark.parametrize("argv, needle", BAD_ARGS.values(), ids=BAD_ARGS.keys())
+def test_bad_argument_is_a_one_line_error(argv, needle, tmp_path, capsys):
+    code, err, stdout = main_error([a.format(tmp=tmp_path) for a in argv], capsys)
+    assert code == 2
+    assert_clean_error(code, err, needle)
+    assert list(tmp_path.iterdir()) == []                    # nothing written
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_unavailable_device_is_a_one_line_error(tmp_path, capsys):
+    for argv in (TRAIN + ("--device", "cuda"), GEN + ("--device", "cuda"), BENCH + ("--device", "cuda")):
+        code, err, stdout = main_error([a.format(tmp=tmp_path) for a in argv], capsys)
+        assert code == 2
+        assert_clean_error(code, err, "argument --device: cuda: CUDA is not available on this machine")
+
+
+# ------------------------------------------------------------------ bad files, paths and values: exit 1, one line
+
+def test_bad_musictx_device_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MUSICTX_DEVICE", "banana")
+    code, err, _ = main_error([a.format(tmp=tmp_path) for a in TRAIN], capsys)
+    assert_clean_error(code, err, "MUSICTX_DEVICE='banana'")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["text file", "random bytes", "empty file", "directory without ckpt.pt"])
+def test_not_a_checkpoint(kind, tmp_path, capsys):
+    ck = tmp_path / "ckpt.pt"
+    if kind == "text file":
+        ck.write_text("not a checkpoint\n")
+    elif kind == "random bytes":
+        ck.write_bytes(np.random.default_rng(0).bytes(4096))
+    elif kind == "empty file":
+        ck.write_bytes(b"")
+    else:
+        ck = tmp_path / "empty_run"
+        ck.mkdir()
+    before = ck.is_file() and ck.read_bytes()
+    code, err, _ = main_error(["generate", "--checkpoint", ck, "--out", tmp_path / "x.mid"], capsys)
+    assert code == 1
+    assert_clean_error(code, err, "no checkpoint at" if ck.is_dir() else "is not a musictx_lite checkpoint")
+    assert not (tmp_path / "x.mid").exists() and (ck.is_dir() or ck.read_bytes() == before)
+
+
+def test_prompt_index_beyond_the_split_leaves_the_output_alone(tmp_path, model_dir, capsys):
+    out = tmp_path / "x.mid"
+    out.write_bytes(b"earlier output")
+    code, err, _ = main_error(["generate", "--checkpoint", model_dir, "--out", out, "--prompt-index", "500"], capsys)
+    assert_clean_error(code, err, "--prompt-index 500 is beyond the valid split (", "chorales)")
+    assert out.read_bytes() == b"earlier output"
+
+
+@pytest.mark.parametrize("prompt_steps, needle", [("40", "does not fit the model's context of 128 tokens; use "
+                                                         "--prompt-steps 31 or fewer"),
+                                                  ("100000", "--prompt-steps 100000 is longer than")])
+def test_chorale_prompt_too_long(prompt_steps, needle, tmp_path, model_dir, capsys):
+    code, err, _ = main_error(["generate", "--checkpoint", model_dir, "--out", tmp_path / "x.mid",
+                               "--prompt-steps", prompt_steps], capsys)
+    assert_clean_error(code, err, needle)
+    assert not (tmp_path / "x.mid").exists()
+
+
+UNWRITABLE = {
+    "generate --out is a directory": (("generate", "--checkpoint", "{run}", "--out", "{tmp}/somedir"),
+                                      "--out {tmp}/somedir is a directory"),
+    "generate --out under a file": (("generate", "--checkpoint", "{run}", "--out", "{tmp}/afile/x.mid"),
+                                    "cannot write --out {tmp}/afile/x.mid: {tmp}/afile is a file, not a directory"),
+    "train --out is a file": (TRAIN[:-1] + ("{tmp}/afile",), "--out {tmp}/afile exists and is not a directory"),
+    "train --out under a file": (TRAIN[:-1] + ("{tmp}/afile/run",), "{tmp}/afile is a file, not a directory"),
+    "bench --plot under a file": (BENCH + ("--plot", "{tmp}/afile/b.png"), "{tmp}/afile is a file, not a directory"),
+    "bench --plot is a directory": (BENCH + ("--plot", "{tmp}/somedir.png"), "--plot {tmp}/somedir.png is a directory"),
+    "bench --plot .xyz": (BENCH + ("--plot", "{tmp}/b.xyz"), "--plot {tmp}/b.xyz: matplotlib cannot write .xyz files"),
+}
+
+
+@pytest.mark.parametrize("argv, needle", UNWRITABLE.values(), ids=UNWRITABLE.keys())
+def test_output_that_cannot_be_written_fails_before_any_work(argv, needle, tmp_path, model_dir, capsys):
+    (tmp_path / "somedir").mkdir()
+    (tmp_path / "somedir.png").mkdir()
+    (tmp_path / "afile").write_text("keep me")
+    code, err, stdout = main_error([a.format(tmp=tmp_path, run=model_dir) for a in argv], capsys)
+    assert code == 1 and stdout == ""                        # no model loaded, no training, no benchmark
+    assert_clean_error(code, err, needle.format(tmp=tmp_path))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "somedir", "somedir.png"]
+    assert (tmp_path / "afile").read_text() == "keep me"
+
+
+def test_train_over_another_models_run_keeps_its_checkpoint(model_dir, capsys):
+    before = (model_dir / "ckpt.pt").read_bytes()
+    code, err, _ = main_error(["train", "--model", "lstm", "--profile", "smoke", "--out", model_dir, "--quiet"], capsys)
+    assert_clean_error(code, err, "was written by a different model or config")
+    assert (model_dir / "ckpt.pt").read_bytes() == before
+
+
+BAD_MIDI = ["missing", "empty", "corrupt", "three voices", "outside the vocabulary", "too long for the context",
+            "shorter than --prompt-steps"]
+
+
+@pytest.mark.parametrize("kind", BAD_MIDI)
+def test_bad_prompt_midi(kind, tmp_path, model_dir, chorale, capsys):
+    f, extra = tmp_path / "mine.mid", []
+    if kind == "empty":
+        f.write_bytes(b"")
+        needle = f"{f} is empty, not a MIDI file"
+    elif kind == "corrupt":
+        f.write_bytes(b"MThd" + np.random.default_rng(1).bytes(200))
+        needle = f"{f} is not a readable MIDI file"
+    elif kind == "three voices":
+        grid = chorale[:16].copy()
+        grid[:, 2] = -1                                          # a silent tenor: no notes, no instrument
+        write_midi(grid, f)
+        needle = "expected 4 voices"
+    elif kind == "outside the vocabulary":
+        grid = chorale[:16].copy()
+        grid[3, 0] = 100
+        write_midi(grid, f)
+        needle = f"{f}: pitches [100] are outside the vocabulary range"
+    elif kind == "too long for the context":
+        write_midi(chorale[:40], f)                              # 161 tokens with BOS; the smoke context is 128
+        needle = "does not fit the model's context of 128 tokens; use --prompt-steps 31 or fewer"
+    elif kind == "shorter than --prompt-steps":
+        write_midi(chorale[:8], f)
+        extra, needle = ["--prompt-steps", "20"], f"--prompt-steps 20 is longer than {f} (8 steps)"
+    else:
+        needle = f"MIDI file {f} not found"
+    code, err, _ = main_error(["generate", "--checkpoint", model_dir, "--prompt-midi", f, "--out", tmp_path / "x.mid",
+                               *extra], capsys)
+    assert code == 1
+    assert_clean_error(code, err, needle)
+    assert not (tmp_path / "x.mid").exists()
+
+
+# ------------------------------------------------------------------ the same, in a real process
+
+@pytest.mark.parametrize("kind", ["bad argument", "not a checkpoint", "corrupt MIDI"])
+def test_errors_in_a_real_process(kind, tmp_path, model_dir):
+    if kind == "bad argument":
+        argv, needle = [a.format(tmp=tmp_path) for a in TRAIN] + ["--steps", "-3"], BAD_ARGS["train --steps -3"][1]
+    elif kind == "not a checkpoint":
+        (tmp_path / "ckpt.pt").write_bytes(np.random.default_rng(0).bytes(4096))
+        argv = ["generate", "--checkpoint", tmp_path / "ckpt.pt", "--out", tmp_path / "x.mid"]
+        needle = "is not a musictx_lite checkpoint"
+    else:
+        (tmp_path / "mine.mid").write_bytes(b"MThd" + np.random.default_rng(1).bytes(200))
+        argv = ["generate", "--checkpoint", model_dir, "--prompt-midi", tmp_path / "mine.mid",
+                "--out", tmp_path / "x.mid"]
+        needle = "is not a readable MIDI file"
+    res = run(*argv, check=False)
+    assert res.returncode == (2 if kind == "bad argument" else 1) and res.stdout == ""
+    assert_error(res, needle)
+    assert not (tmp_path / "x.mid").exists() and not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------ Ctrl-C in train
+
+def test_ctrl_c_in_train_checkpoints_and_exits_130(tmp_path):
+    run_dir = tmp_path / "run"
+    # SIGINT back to its default, so the child raises KeyboardInterrupt even where pytest runs in the background
+    p = subprocess.Popen([sys.executable, "-m", "musictx_lite", "train", "--model", "lstm-attention",
+                          "--profile", "smoke", "--out", str(run_dir), "--steps", "100000", "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 240
+        while not (run_dir / "ckpt.pt").exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (run_dir / "ckpt.pt").exists(), "no checkpoint appeared"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == [f"interrupted: the checkpoint in {run_dir} holds the last complete step; "
+                                        f"run the same command again to resume"]
+    assert "interrupted at step" in out
+    assert read_checkpoint(run_dir)["step"] >= 10                # the smoke profile checkpoints every 10 steps
+
+
+# ------------------------------------------------------------------ generate --prompt-midi
+
+def test_prompt_midi_is_continued(tmp_path, model_dir, chorale, capsys):
+    prompt = chorale[:8]
+    write_midi(prompt, tmp_path / "mine.mid")
+    res = run("generate", "--checkpoint", model_dir, "--prompt-midi", tmp_path / "mine.mid", "--steps", "4",
+              "--out", tmp_path / "more.mid")
+    assert f"prompt: 8 steps of {tmp_path / 'mine.mid'}" in res.stdout and ": 12 steps from transformer" in res.stdout
+    grid = read_midi(tmp_path / "more.mid")
+    assert 8 <= len(grid) <= 12
+    # read_midi orders voices by mean pitch over the whole file, and generated notes may cross: compare chords
+    np.testing.assert_array_equal(np.sort(grid[:8], axis=1), np.sort(prompt, axis=1))
+
+    main(["generate", "--checkpoint", str(model_dir), "--prompt-midi", str(tmp_path / "mine.mid"),
+          "--prompt-steps", "3", "--steps", "2", "--out", str(tmp_path / "less.mid")])
+    out = capsys.readouterr().out
+    assert "prompt: first 3 steps of" in out and ": 5 steps from transformer" in out
+    np.testing.assert_array_equal(np.sort(read_midi(tmp_path / "less.mid")[:3], axis=1), np.sort(prompt[:3], axis=1))
+
+
+def test_budget_estimates_every_model_from_its_flops(capsys):
+    from musictx_lite import MODELS
+    from musictx_lite.profiles import T4_FLOPS, T4_STEP_S, get_profile, train_flops
+
+    main(["budget", "--profile", "gpu"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    assert set(rows) == set(MODELS)
+    P = get_profile("gpu")
+    for name, row in rows.items():
+        minutes = (train_flops(name, P) / T4_FLOPS + P.train_config(name).max_steps * T4_STEP_S) / 60
+        assert float(row[-1]) == pytest.approx(minutes, abs=0.006)
+        assert 0 < float(row[-1]) < 10                       # the profile's claim: minutes per model on a T4
+    # a transformer step: 6 FLOPs per weight per token dominate (weights: 12 C^2 per block + the read-out)
+    cfg, t = P.model_config("transformer"), P.train_config("transformer")
+    C, L, T = cfg.n_embd, cfg.n_layers, cfg.block_size
+    weights = L * 12 * C * C + C * cfg.vocab_size
+    expect = t.batch_size * T * t.max_steps * (6 * weights + 12 * L * T * C)
+    assert train_flops("transformer", P) == pytest.approx(expect, rel=1e-9)

@@ -211,3 +211,11 @@ def test_piano_roll_draws_every_note(chorales):
     ax = music.piano_roll(p)
     assert len(ax.patches) == sum(len(v) for v in music.notes_of(p))
     plt.close("all")
+
+
+def test_named_voices_keep_their_order_even_when_they_cross(tmp_path):
+    from musictx_lite import read_midi, write_midi
+
+    grid = np.array([[72, 55, 60, 48]] * 8)          # the tenor sits above the alto all along
+    back = read_midi(write_midi(grid, tmp_path / "crossed.mid"))
+    np.testing.assert_array_equal(back, grid)
