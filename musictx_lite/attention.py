@@ -42,9 +42,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if causal:
         T = q.shape[-2]
         mask = causal_mask(T, q.device) if mask is None else mask & causal_mask(T, q.device)
-    if not need_weights:                                             # SDPA takes a boolean or additive mask
-        m = mask if bias is None else bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=m), None
+    if not need_weights:                                             # SDPA takes a boolean or an additive mask
+        if bias is not None and mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask if bias is None else bias), None
     scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (..., T, T)
     if bias is not None:
         scores = scores + bias

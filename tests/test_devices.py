@@ -6,7 +6,6 @@ chapter (smoke profile) with ``MUSICTX_DEVICE`` pointing at a pretend
 accelerator (tests/virtual_device.py): tensors moved there keep their values,
 and any operation that mixes them with CPU tensors raises, as CUDA would.
 """
-import json
 import os
 import sys
 from pathlib import Path
