@@ -1,0 +1,98 @@
+"""The leaderboard: rows persist per chapter, later chapters show earlier rows, lines fit the column."""
+import pytest
+import torch.nn as nn
+
+from musictx_lite import leaderboard
+from musictx_lite.training import History
+
+BASE = {"unigram": 3.41, "7-gram": 1.02, "same voice": 1.04}
+
+
+@pytest.fixture
+def board(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUSICTX_LEADERBOARD", str(tmp_path))
+    monkeypatch.setenv("MUSICTX_PROFILE", "smoke")
+    monkeypatch.delenv("MUSICTX_DATA", raising=False)
+    monkeypatch.setitem(leaderboard._BASELINES, "chorales", BASE)    # no n-gram fitting in a unit test
+    return tmp_path
+
+
+def model(n_in=3, task=None):
+    m = nn.Linear(n_in, 2)                                             # 2 n_in + 2 parameters
+    if task is not None:
+        m.task = task
+    return m
+
+
+def history(steps=40, tokens=8000, seconds=2.0):
+    return History(step=list(range(1, steps + 1)), tokens=tokens, seconds=seconds)
+
+
+def test_record_and_show_sorted_with_baselines(board, capsys):
+    leaderboard.record(1, "LSTM", model(3), history(), 0.95, note="seed 0")
+    leaderboard.record(1, "LSTM + attention", model(4), None, 1.10)
+    table = leaderboard.show(1)
+    printed = capsys.readouterr().out
+    assert printed.strip() == str(table) == repr(table)
+    names = [r.name for r in table.rows]
+    assert names == ["LSTM", "7-gram", "same voice", "LSTM + attention", "unigram"]
+    lstm = table.rows[0]
+    assert (lstm.chapter, lstm.params, lstm.steps, lstm.tokens_per_s, lstm.note) == (1, 8, 40, 4000.0, "seed 0")
+    attn = table.rows[3]
+    assert attn.steps is None and attn.tokens_per_s is None and attn.params == 10
+    assert "4,000" in printed and "0.950" in printed and "seed 0" in printed
+    assert all(len(line) <= leaderboard.WIDTH for line in printed.splitlines())
+
+
+def test_later_chapters_show_earlier_rows_and_not_later_ones(board):
+    leaderboard.record(1, "LSTM", model(), history(), 0.95)
+    leaderboard.record(3, "masked", model(), history(), 1.5)
+    assert "LSTM" in [r.name for r in leaderboard.rows(3)]
+    assert "masked" not in [r.name for r in leaderboard.rows(2)]
+    assert sorted(p.name for p in (board / "smoke-chorales").iterdir()) == ["chapter01.json", "chapter03.json"]
+
+
+def test_rerunning_a_chapter_replaces_its_row(board):
+    leaderboard.record(1, "LSTM", model(), history(), 0.95)
+    leaderboard.record(1, "LSTM", model(), history(steps=80), 0.90)
+    lstm = [r for r in leaderboard.rows(1) if r.name == "LSTM"]
+    assert len(lstm) == 1 and lstm[0].steps == 80 and lstm[0].valid_nll == 0.90
+    leaderboard.clear(1)
+    assert [r.name for r in leaderboard.rows(1)] == ["7-gram", "same voice", "unigram"]
+
+
+def test_profiles_and_data_do_not_mix(board, monkeypatch):
+    leaderboard.record(1, "LSTM", model(), history(), 0.95)
+    monkeypatch.setenv("MUSICTX_PROFILE", "cpu")
+    assert "LSTM" not in [r.name for r in leaderboard.rows(1)]
+    monkeypatch.setenv("MUSICTX_PROFILE", "smoke")
+    monkeypatch.setenv("MUSICTX_DATA", "/somewhere/Jsb16thSeparated.json")
+    monkeypatch.setitem(leaderboard._BASELINES, "/somewhere/Jsb16thSeparated.json", BASE)
+    assert leaderboard.folder().name == "smoke-Jsb16thSeparated.json"
+    assert "LSTM" not in [r.name for r in leaderboard.rows(1)]
+
+
+def test_other_tasks_are_listed_apart_and_long_text_is_cut(board, capsys):
+    class Fill:
+        name = "fill"
+
+    leaderboard.record(2, "fill-in, one head " * 4, model(task=Fill()), history(), 0.6, note="x" * 100)
+    table = leaderboard.show(2)
+    text = capsys.readouterr().out
+    assert table.rows[-1].task == "fill"
+    ranked, other = text.split("task 'fill'")
+    assert "fill-in" not in ranked and "fill-in" in other and "0.600" in other
+    assert all(len(line) <= leaderboard.WIDTH for line in text.splitlines())
+
+
+def test_a_corrupt_file_is_ignored(board):
+    leaderboard.record(1, "LSTM", model(), history(), 0.95)
+    (board / "smoke-chorales" / "chapter01.json").write_text("{not json")
+    assert [r.name for r in leaderboard.rows(1)] == ["7-gram", "same voice", "unigram"]
+    leaderboard.record(1, "LSTM", model(), history(), 0.95)
+    assert "LSTM" in [r.name for r in leaderboard.rows(1)]
+
+
+def test_notebook_displays_the_table_once(board):
+    table = leaderboard.show(0)
+    assert hasattr(table, "_ipython_display_") and table._ipython_display_() is None
