@@ -202,7 +202,7 @@ def cmd_bench(a: argparse.Namespace) -> None:
     if torch.device(a.device).type == "cuda" and torch.device(a.device).index is not None:
         torch.cuda.set_device(torch.device(a.device))    # bench_attention synchronises and measures "cuda"
         a.device = "cuda"
-    rows = bench_attention(a.lengths, a.n_embd, a.heads, a.batch, a.repeats, a.device)
+    rows = bench_attention(a.lengths, a.n_embd, a.heads, a.batch, a.repeats, a.device, a.impl, a.max_gib)
     print(f"attention, forward + backward: n_embd={a.n_embd}, heads={a.heads}, batch={a.batch}, "
           f"device={a.device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(format_table(rows))
@@ -230,6 +230,7 @@ def cmd_budget(a: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    from .bench import ATTENTION
     from .models import MODELS
     from .profiles import PROFILES
 
@@ -285,6 +286,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     c.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
     c.add_argument("--repeats", type=positive_int, default=3, help="timed repeats; the best is kept (default 3)")
     c.add_argument("--device", type=device_arg, default="cpu", help="cpu or cuda (default cpu)")
+    c.add_argument("--impl", nargs="+", choices=list(ATTENTION), default=None, metavar="NAME",
+                   help=f"implementations to run (default all): {', '.join(map(repr, ATTENTION))}")
+    c.add_argument("--max-gib", type=positive_float, default=4.0,
+                   help="skip an implementation where its estimated memory exceeds this (default 4)")
     c.add_argument("--plot", default=None, help="save a plot of time and memory to this file")
     c.set_defaults(func=cmd_bench)
 

@@ -87,18 +87,21 @@ class MultiHeadLoop(nn.Module):
 class MultiHeadAttention(nn.Module):
     """The same computation batched: one projection for Q, K, V of all heads, one matmul.
 
-    ``score_bias``, if given, maps the queries (B, nh, T, hs) to an additive term
-    of the scores, (B or 1, nh, T, T): chapters 7-9 put relative positions there.
-    ``mask(T, device)``, if given, says which keys each query may see (a band in
-    chapter 9), on top of the causal mask. ``fast=False`` always takes the
+    Three hooks let later chapters change how positions enter, without a new class:
+    ``score_bias`` maps the queries (B, nh, T, hs) to an additive term of the
+    scores, (B or 1, nh, T, T) (relative positions and ALiBi, chapters 7-8);
+    ``rotary`` maps queries and keys (B, nh, T, hs) to rotated ones (RoPE,
+    chapter 7); ``mask(T, device)`` says which keys each query may see, on top
+    of the causal mask (a band, chapter 9). ``fast=False`` always takes the
     readable path; otherwise SDPA runs unless the weights are asked for.
+    Subclasses that compute attention differently (chapters 7 and 9) override ``attend``.
     """
 
     def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True,
-                 score_bias: nn.Module | None = None, mask=None):
+                 score_bias: nn.Module | None = None, mask=None, rotary: nn.Module | None = None):
         super().__init__()
         self.n_heads, self.causal, self.fast = cfg.n_heads, causal, fast
-        self.score_bias, self.mask = score_bias, mask
+        self.score_bias, self.mask, self.rotary = score_bias, mask, rotary
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)  # [W_Q | W_K | W_V] of all heads
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)                  # W_O
         self.drop = nn.Dropout(cfg.dropout)
@@ -107,11 +110,17 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                          # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        bias = self.score_bias(q) if self.score_bias is not None else None          # (B, nh, T, T)
-        mask = self.mask(T, x.device) if self.mask is not None else None            # (T, T)
-        y, w = attention(q, k, v, mask, bias, self.causal, need_weights=return_attention or not self.fast)
+        y, w = self.attend(q, k, v, need_weights=return_attention or not self.fast)
         y = self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
         return (y, w) if return_attention else y                      # w: (B, nh, T, T)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
+        """Each head's output (B, nh, T, hs) and weights (B, nh, T, T) or None, from its q, k, v."""
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)                       # (B, nh, T, hs) each
+        bias = self.score_bias(q) if self.score_bias is not None else None          # (B, nh, T, T)
+        mask = self.mask(q.shape[-2], q.device) if self.mask is not None else None  # (T, T)
+        return attention(q, k, v, mask, bias, self.causal, need_weights=need_weights)
 
     @torch.no_grad()
     def load_from_loop(self, loop: MultiHeadLoop) -> "MultiHeadAttention":

@@ -20,6 +20,8 @@ import torch.nn as nn
 
 from .attention import MultiHeadAttention, MultiHeadLoop, causal_mask
 from .config import ModelConfig
+from .local import LocalAttention
+from .relative import RelativeGlobal, ShawAttention
 
 
 class TorchMHA(nn.Module):
@@ -40,7 +42,24 @@ ATTENTION: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "batched": lambda cfg: MultiHeadAttention(cfg, fast=False),              # chapter 4
     "SDPA": lambda cfg: MultiHeadAttention(cfg, fast=True),                  # chapter 4
     "nn.MultiheadAttention": TorchMHA,                                        # chapter 4
+    "direct Shaw": lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),     # chapter 7: (L, L, hs) tensors
+    "skew": lambda cfg: MultiHeadAttention(cfg, fast=False, score_bias=RelativeGlobal(cfg)),   # chapter 8
+    "SDPA + relative bias": lambda cfg: MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg)),   # chapter 8
+    "local skew": lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),                             # chapter 9
 }
+LOCAL_BENCH_N = 128          # block length of the local rows
+CHAPTER = {"per-head loop": 4, "batched": 4, "SDPA": 4, "nn.MultiheadAttention": 4, "direct Shaw": 7,
+           "skew": 8, "SDPA + relative bias": 8, "local skew": 9}     # where each implementation is explained
+
+
+def estimated_bytes(name: str, L: int, cfg: ModelConfig) -> int:
+    """What the largest tensors of one forward + backward need, roughly; used to skip what cannot fit."""
+    hs = cfg.n_embd // cfg.n_heads
+    if name == "direct Shaw":
+        return 6 * L * L * hs * 4                  # a^K, a^V, their gradients, the einsum's copies
+    if name == "local skew":
+        return 8 * cfg.n_heads * L * 3 * LOCAL_BENCH_N * 4
+    return 8 * cfg.n_heads * L * L * 4             # scores, weights and their gradients
 
 
 def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
@@ -65,12 +84,28 @@ def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
 
 
 def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_heads: int = 4, batch: int = 1,
-                    repeats: int = 3, device: str = "cpu", names: list[str] | None = None) -> list[dict]:
-    """Forward + backward time (best of ``repeats``) and peak memory per implementation and length."""
-    cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads)
+                    repeats: int = 3, device: str = "cpu", names: list[str] | None = None,
+                    max_gib: float = 4.0, chapter: int | None = None) -> list[dict]:
+    """Forward + backward time (best of ``repeats``) and peak memory per implementation and length.
+
+    ``names`` picks implementations of ``ATTENTION`` (default: all, or those
+    explained up to ``chapter``).
+    An implementation whose estimated memory exceeds ``max_gib`` at a length is
+    not run there: its row says ``fits: False`` and holds the estimate.
+    """
+    if names is None:
+        names = [n for n in ATTENTION if chapter is None or CHAPTER[n] <= chapter]
     rows = []
     for L in lengths:
-        for name in names or list(ATTENTION):
+        cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, block_size=L)
+        for name in names:
+            if name not in ATTENTION:
+                raise ValueError(f"unknown implementation {name!r}; choose from {list(ATTENTION)}")
+            need = estimated_bytes(name, L, cfg) * batch
+            if need > max_gib * 2**30:
+                rows.append({"impl": name, "L": L, "ms": float("nan"), "MiB": need / 2**20, "batch": batch,
+                             "fits": False})
+                continue
             torch.manual_seed(0)
             module = ATTENTION[name](cfg).to(device)
             x = torch.randn(batch, L, n_embd, device=device, requires_grad=True)
@@ -95,24 +130,28 @@ def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_he
                 peak = torch.cuda.max_memory_allocated() - base
             else:
                 peak = _peak_cpu_bytes(step)
-            rows.append({"impl": name, "L": L, "ms": 1000 * min(times), "MiB": peak / 2**20, "batch": batch})
+            rows.append({"impl": name, "L": L, "ms": 1000 * min(times), "MiB": peak / 2**20, "batch": batch,
+                         "fits": True})
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    """One line per length: milliseconds and MiB of each implementation, and the ratio to SDPA."""
+    """One block per length: milliseconds, MiB and the time relative to ``SDPA`` of each implementation."""
     names = list(dict.fromkeys(r["impl"] for r in rows))
     by = {(r["impl"], r["L"]): r for r in rows}
-    head = f"{'L':>6s} " + " ".join(f"{n:>24s}" for n in names)
-    lines = [head, " " * 7 + " ".join(f"{'ms':>10s} {'MiB':>7s} {'x':>5s}" for _ in names)]
     ref = "SDPA" if "SDPA" in names else names[0]
+    lines = [f"{'L':>6s} {'implementation':>24s} {'ms':>10s} {'MiB':>9s} {'x ' + ref:>8s}"]
     for L in sorted({r["L"] for r in rows}):
-        cells = []
         for n in names:
-            r = by[(n, L)]
-            cells.append(f"{r['ms']:10.2f} {r['MiB']:7.1f} {r['ms'] / by[(ref, L)]['ms']:5.1f}")
-        lines.append(f"{L:6d} " + " ".join(cells))
-    lines.append(f"(x = time relative to {ref}; forward + backward, batch of {rows[0].get('batch', 1)})")
+            r = by.get((n, L))
+            if r is None:
+                continue
+            if not r.get("fits", True):
+                lines.append(f"{L:6d} {n:>24s} {'-':>10s} {r['MiB']:9.0f}  does not fit (estimate)")
+                continue
+            x = r["ms"] / by[(ref, L)]["ms"] if (ref, L) in by and by[(ref, L)].get("fits", True) else float("nan")
+            lines.append(f"{L:6d} {n:>24s} {r['ms']:10.2f} {r['MiB']:9.1f} {x:8.2f}")
+    lines.append(f"(forward + backward, batch of {rows[0].get('batch', 1)})")
     return "\n".join(lines)
 
 
@@ -122,7 +161,7 @@ def plot_bench(rows: list[dict], path: str | None = None):
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
     for n in dict.fromkeys(r["impl"] for r in rows):
-        rs = [r for r in rows if r["impl"] == n]
+        rs = [r for r in rows if r["impl"] == n and r.get("fits", True)]
         a.loglog([r["L"] for r in rs], [r["ms"] for r in rs], "o-", label=n, base=2)
         b.loglog([r["L"] for r in rs], [max(r["MiB"], 1e-3) for r in rs], "o-", label=n, base=2)
     a.set(xlabel="sequence length L", ylabel="ms (forward + backward)", title="time")

@@ -19,7 +19,9 @@ from .blocks import Block
 from .config import ModelConfig
 from .decoder import Decoder
 from .fill import VoiceFill
-from .positions import LearnedPositions
+from .local import LocalAttention
+from .positions import LearnedPositions, SinusoidalPositions
+from .relative import ALiBi, RelativeGlobal, Rotary, ShawAttention
 from .rnn import LSTMAttention, LSTMModel
 from .training import read_checkpoint
 
@@ -34,9 +36,17 @@ def heads(cfg: ModelConfig) -> nn.Module:
     return MultiHeadAttention(cfg, causal=True)
 
 
+def relative(cfg: ModelConfig) -> nn.Module:
+    """The Music Transformer's relative global attention, computed with the skew (chapters 7-8)."""
+    return MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg))
+
+
 def post_ln(cfg: ModelConfig, mixer: nn.Module) -> Block:
     return Block(cfg, mixer, pre_ln=False)
 
+
+SHAW_K = 16       # Shaw's clipping distance: 16 tokens = 4 steps of four voices (chapter 7)
+LOCAL_N = 32      # the block length of relative local attention (chapter 9)
 
 MODELS: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "lstm": LSTMModel,                                                            # chapter 1
@@ -50,6 +60,13 @@ MODELS: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "multi-head": lambda cfg: Decoder(cfg, heads, block=None, final_norm=False),     # chapter 4
     "transformer": lambda cfg: Decoder(cfg, heads),                                  # chapter 5: pre-LN, no positions
     "transformer-post-ln": lambda cfg: Decoder(cfg, heads, block=post_ln, final_norm=False),   # chapter 5
+    "learned-positions": lambda cfg: Decoder(cfg, heads, LearnedPositions),                 # chapter 6
+    "sinusoidal": lambda cfg: Decoder(cfg, heads, SinusoidalPositions),                     # chapter 6
+    "shaw": lambda cfg: Decoder(cfg, lambda c: ShawAttention(c, k=SHAW_K)),                 # chapter 7
+    "relative": lambda cfg: Decoder(cfg, relative),                                         # chapters 7-8
+    "rope": lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, rotary=Rotary(c))),   # chapter 7
+    "alibi": lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, score_bias=ALiBi(c))),   # chapter 7
+    "local": lambda cfg: Decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)),              # chapter 9
 }
 
 

@@ -1,7 +1,7 @@
-"""Absolute positions: a learned vector per position, added to the token embeddings.
+"""Absolute positions: a vector per position, added to the token embeddings.
 
-Notebook: notebooks/03_masking.ipynb uses them in two sentences;
-notebooks/06_positions.ipynb explains them (with sinusoidal encodings).
+Notebook: notebooks/03_masking.ipynb uses learned ones in two sentences;
+notebooks/06_positions.ipynb explains them, with sinusoidal encodings.
 
 Attention without positions sees its past as a bag: shuffle the earlier tokens
 and the output does not move. Adding a vector p_t to the embedding of the
@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .config import ModelConfig
+from .device import to_model
+from .tasks import evaluating
+from .tokens import encode
 
 
 class LearnedPositions(nn.Module):
@@ -27,3 +31,57 @@ class LearnedPositions(nn.Module):
         if T > self.table.num_embeddings:
             raise ValueError(f"sequence of {T} tokens, but learned positions stop at {self.table.num_embeddings}")
         return x + self.table(torch.arange(T, device=x.device))        # (B, T, C) + (T, C)
+
+
+def sinusoids(T: int, C: int, base: float = 10000.0) -> torch.Tensor:
+    """(T, C): P[t, 2i] = sin(t / base^(2i/C)), P[t, 2i+1] = cos(t / base^(2i/C)).
+
+    Pair i turns at angular frequency w_i = base^(-2i/C), from 1 radian per
+    token down to 1/base; P[t + k] is P[t] with each pair rotated by k w_i, a
+    fixed linear map for every offset k (Vaswani et al., 2017).
+    """
+    if C % 2:
+        raise ValueError(f"sinusoidal positions need an even width, got {C}")
+    w = base ** (-torch.arange(0, C, 2, dtype=torch.float) / C)       # (C/2,)
+    angle = torch.arange(T, dtype=torch.float)[:, None] * w           # (T, C/2)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # (T, C), sin and cos interleaved
+
+
+class SinusoidalPositions(nn.Module):
+    """x + P[:T] with the fixed sinusoids of ``sinusoids``: no parameters, defined for every T."""
+
+    def __init__(self, cfg: ModelConfig, base: float = 10000.0):
+        super().__init__()
+        self.C, self.base = cfg.n_embd, base
+        self.register_buffer("table", sinusoids(cfg.block_size, cfg.n_embd, base), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        if T > len(self.table):                                        # past the trained length: extend
+            self.table = sinusoids(T, self.C, self.base).to(x.device)
+        return x + self.table[:T].to(x.dtype)                          # (B, T, C) + (T, C)
+
+
+@torch.no_grad()
+def position_nll(model: nn.Module, pieces, length: int, max_windows: int = 256) -> torch.Tensor:
+    """Mean NLL at each position 0..length-1 of windows of ``length`` tokens (nats), on the CPU.
+
+    Windows start at every step of each piece, a stride of ``length // 2``; a
+    model trained on shorter crops is here asked about positions it never saw.
+    """
+    xs = []
+    for p in pieces:
+        s = torch.as_tensor(encode(p.pitches))
+        for start in range(0, len(s) - length - 1, max(4, length // 2 // 4 * 4)):
+            xs.append(s[start: start + length + 1])
+    if not xs:
+        raise ValueError(f"no piece is longer than {length + 1} tokens")
+    X = torch.stack(xs[:max_windows])                                  # (N, length + 1)
+    total = torch.zeros(length)
+    with evaluating(model):
+        for i in range(0, len(X), 32):
+            xy = to_model(model, X[i: i + 32])
+            logits = model(xy[:, :-1]).float()                          # (b, length, V)
+            nll = F.cross_entropy(logits.transpose(1, 2), xy[:, 1:], reduction="none")   # (b, length)
+            total += nll.sum(0).cpu()
+    return total / len(X)

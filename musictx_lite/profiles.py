@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import platform
+import textwrap
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -64,6 +65,9 @@ class Profile:
         return TrainConfig(**{**self.train.__dict__, **over, **kw})
 
 
+# The decoders of chapters 6-9 share chapter 5's size in each profile: only positions and attention change.
+CHAPTERS_6_9 = ("learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local")
+
 PROFILES = {
     "smoke": Profile(
         "smoke",
@@ -74,7 +78,7 @@ PROFILES = {
         notes="CI: seconds per chapter; numbers mean nothing",
         overrides={"lstm": {}, "lstm-attention": {}, "fill": dict(batch_size=64), "attention-unmasked": {},
                    "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
-                   "transformer-post-ln": {}},
+                   "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {}},
     ),
     "cpu": Profile(
         "cpu",
@@ -92,6 +96,7 @@ PROFILES = {
             "multi-head": dict(n_embd=128, n_heads=4),
             "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
             "transformer-post-ln": dict(n_embd=64, n_layers=3, n_heads=4),
+            **{name: dict(n_embd=64, n_layers=3, n_heads=4) for name in CHAPTERS_6_9},
         },
     ),
     "gpu": Profile(
@@ -110,6 +115,7 @@ PROFILES = {
             "multi-head": dict(n_embd=256, n_heads=8, dropout=0.0),
             "transformer": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
             "transformer-post-ln": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
+            **{name: dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3) for name in CHAPTERS_6_9},
         },
     ),
 }
@@ -127,10 +133,15 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     """Pick and print the profile, device and versions; seed torch. Every chapter starts here."""
     from . import __version__
 
+    from .plots import style
+
     p = get_profile(profile)
     torch.manual_seed(seed)
-    print(f"profile: {p.name} ({p.notes}) | device: {pick_device()} | torch {torch.__version__} | "
-          f"musictx_lite {__version__} | python {platform.python_version()}")
+    style()                                             # the book's figure resolution
+    # two lines, each within the book's 88-character column
+    print(textwrap.fill(f"profile: {p.name} ({p.notes})", 88, subsequent_indent="  "))
+    print(f"device: {pick_device()} | torch {torch.__version__} | musictx_lite {__version__} | "
+          f"python {platform.python_version()}")
     return p
 
 
