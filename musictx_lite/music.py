@@ -122,6 +122,29 @@ def write_midi(pitches: np.ndarray, path: str | os.PathLike, onsets: np.ndarray 
     return path
 
 
+def voice_stats(pitches: np.ndarray) -> dict[str, float]:
+    """How a grid's voices move, in three numbers that chapters 0, 1 and 5 compare with Bach:
+
+    ``moves``: the share of 16th steps at which a sounding voice changes pitch (all voices pooled);
+    ``leap``: the mean size, in semitones, of those changes;
+    ``crossings``: the share of adjacent voice pairs (S-A, A-T, T-B), both sounding, where the lower
+    voice sounds above the upper one.
+
+    ``pitches`` is one grid, or a list of grids (pieces) pooled without joining them.
+    """
+    grids = [np.asarray(g) for g in pitches] if isinstance(pitches, (list, tuple)) else [np.asarray(pitches)]
+    steps, crossed = [], []
+    for g in grids:
+        both = (g[1:] >= 0) & (g[:-1] >= 0)
+        steps.append(np.abs(np.diff(g, axis=0))[both])
+        upper, lower = g[:, :-1], g[:, 1:]
+        crossed.append((lower > upper)[(upper >= 0) & (lower >= 0)])
+    step, crossed = np.concatenate(steps), np.concatenate(crossed)
+    return {"moves": float((step > 0).mean()) if step.size else 0.0,
+            "leap": float(step[step > 0].mean()) if (step > 0).any() else 0.0,
+            "crossings": float(crossed.mean()) if crossed.size else 0.0}
+
+
 def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, title: str | None = None,
                start: int = 0, alpha: float = 0.85):
     """Plot a pitch grid as a piano roll, one colour per voice; x in quarter notes."""
@@ -140,7 +163,8 @@ def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, t
     ax.set_ylim(lo - 2, hi + 2)
     ax.set_xlabel("time (quarter notes)")
     ax.set_ylabel("MIDI pitch")
-    ax.legend(loc="upper right", ncol=4, fontsize=8, frameon=False)
+    # outside the axes, to the right: a legend inside would cover the highest notes
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False, handlelength=1.2)
     if title:
         ax.set_title(title)
     return ax

@@ -1,15 +1,100 @@
-"""The chapters' plots: training curves and attention over a piano roll.
+"""The chapters' plots: training curves, heatmaps with their colour bars, attention over a piano roll.
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (first used there).
+
+Every heatmap of the book goes through ``heatmap`` (or ``heatmaps`` for panels
+that share a scale): it always draws a colour bar, labels integer axes with
+integers, and draws a boolean matrix with two fixed colours, so that an
+all-True matrix never renders as one blank colour. ``style`` sets the figure
+resolution; ``mtx.setup()`` calls it.
 """
 from __future__ import annotations
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.ticker import MaxNLocator
 
 from .music import COLORS, STEPS_PER_QUARTER, piano_roll
 from .tokens import VOICES
 from .training import History
+
+
+DPI = 150                                   # figures in the book: sharp on a high-density screen
+BOOL_COLORS = ("#f0f0f0", "#08306b")       # False, True: never the same colour, whatever the matrix holds
+
+
+def style() -> None:
+    """The book's figure settings: 150 dpi on screen and in saved files."""
+    mpl.rcParams.update({"figure.dpi": DPI, "savefig.dpi": DPI})
+
+
+def _numpy(values) -> np.ndarray:
+    if hasattr(values, "detach"):                                     # a tensor, wherever it lives
+        values = values.detach().float().cpu().numpy() if values.dtype.is_floating_point else \
+            values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def _integer_axes(ax) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _draw(ax, values: np.ndarray, cmap, vmin, vmax, labels, **imshow_kw):
+    if values.dtype == bool:                                          # two fixed colours, not a stretched scale
+        return ax.imshow(values.astype(int), cmap=ListedColormap(BOOL_COLORS), vmin=-0.5, vmax=1.5,
+                         interpolation="nearest", **imshow_kw)
+    return ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", **imshow_kw)
+
+
+def _colorbar(im, ax, label: str, labels: tuple[str, str], **kw):
+    cb = im.axes.figure.colorbar(im, ax=ax, label=label, **kw)
+    if isinstance(im.cmap, ListedColormap) and im.norm.vmin == -0.5 and im.norm.vmax == 1.5:
+        cb.set_ticks([0, 1], labels=list(labels))
+    return cb
+
+
+def heatmap(ax, values, label: str, *, cmap: str = "viridis", vmin: float | None = None,
+            vmax: float | None = None, labels: tuple[str, str] = ("False", "True"),
+            title: str | None = None, xlabel: str | None = None, ylabel: str | None = None, **imshow_kw):
+    """Draw ``values`` (2-D array or tensor) on ``ax`` with a colour bar labelled ``label``; return the image.
+
+    A boolean matrix gets two fixed colours (``labels`` name them on the colour
+    bar), so all-True and all-False look different. Otherwise ``vmin``/``vmax``
+    default to the data's range: a nearly uniform matrix shows its small
+    differences, and the colour bar says how small they are.
+    """
+    values = _numpy(values)
+    im = _draw(ax, values, cmap, vmin, vmax, labels, **imshow_kw)
+    _colorbar(im, ax, label, labels)
+    _integer_axes(ax)
+    ax.set(**{k: v for k, v in dict(title=title, xlabel=xlabel, ylabel=ylabel).items() if v is not None})
+    return im
+
+
+def heatmaps(axes, values, label: str, *, titles=None, cmap: str = "viridis", vmin: float | None = None,
+             vmax: float | None = None, labels: tuple[str, str] = ("False", "True"), **imshow_kw):
+    """One heatmap per axis, all on one colour scale, with one colour bar for the row; return the images."""
+    axes = list(np.atleast_1d(axes))
+    arrays = [_numpy(v) for v in values]
+    if arrays[0].dtype != bool:
+        vmin = min(a.min() for a in arrays) if vmin is None else vmin
+        vmax = max(a.max() for a in arrays) if vmax is None else vmax
+    images = [_draw(ax, a, cmap, vmin, vmax, labels, **imshow_kw) for ax, a in zip(axes, arrays)]
+    cb = _colorbar(images[-1], axes, label, labels, shrink=0.85)
+    for ax, im, title in zip(axes, images, titles or [None] * len(axes)):
+        im.colorbar = cb                                              # the shared bar belongs to every panel
+        _integer_axes(ax)
+        if title:
+            ax.set_title(title)
+    return images
+
+
+def images_without_colorbar(fig) -> list:
+    """The images of ``fig`` that have no colour bar (the tests require none)."""
+    return [im for ax in fig.axes for im in ax.images if getattr(im, "colorbar", None) is None]
 
 
 def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = None, smooth: int = 20):

@@ -1,0 +1,82 @@
+"""Figures: every heatmap has a colour bar, a boolean matrix never renders as one colour, integer axes."""
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("agg", force=False)   # tests only: no window (the book never sets the backend)
+import matplotlib.pyplot as plt      # noqa: E402
+import numpy as np                   # noqa: E402
+import pytest                        # noqa: E402
+import torch                         # noqa: E402
+
+from musictx_lite import plots       # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def colours(im) -> np.ndarray:
+    """The RGBA colours the image's pixels are drawn with, (H, W, 4)."""
+    return im.to_rgba(im.get_array())
+
+
+def test_heatmap_has_a_colour_bar_and_a_bare_imshow_is_caught():
+    fig, (a, b) = plt.subplots(1, 2)
+    plots.heatmap(a, np.random.default_rng(0).random((5, 5)), "weight")
+    b.imshow(np.eye(3))
+    missing = plots.images_without_colorbar(fig)
+    assert len(missing) == 1 and missing[0].axes is b
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("fill", [True, False])
+def test_a_constant_boolean_matrix_is_not_drawn_blank(fill):
+    fig, ax = plt.subplots()
+    im = plots.heatmap(ax, torch.full((6, 6), fill), "nonzero")
+    drawn = colours(im).reshape(-1, 4)
+    assert (drawn == drawn[0]).all()
+    assert np.allclose(drawn[0][:3], matplotlib.colors.to_rgb(plots.BOOL_COLORS[int(fill)]))
+    assert not np.allclose(drawn[0][:3], 1.0) or not fill          # True is never white
+    assert [t.get_text() for t in im.colorbar.ax.get_yticklabels()] == ["False", "True"]
+    plt.close(fig)
+
+
+def test_true_and_false_get_different_colours_in_every_panel():
+    fig, axes = plt.subplots(1, 2)
+    ims = plots.heatmaps(axes, [np.ones((4, 4), bool), np.tri(4, dtype=bool)], "allowed", labels=("no", "yes"))
+    assert not np.allclose(colours(ims[0])[0, 0], colours(ims[1])[0, 3])   # True in one, False in the other
+    assert np.allclose(colours(ims[0])[0, 0], colours(ims[1])[0, 0])       # True in both
+    assert not plots.images_without_colorbar(fig)
+    plt.close(fig)
+
+
+def test_shared_scale_and_integer_ticks():
+    fig, axes = plt.subplots(1, 3)
+    ims = plots.heatmaps(axes, [np.full((12, 12), v) for v in (0.1, 0.2, 0.3)], "weight", titles=["a", "b", "c"])
+    assert {im.norm.vmin for im in ims} == {0.1} and {im.norm.vmax for im in ims} == {0.3}
+    fig.canvas.draw()
+    for ax in axes:
+        ticks = ax.get_xticks()
+        assert np.allclose(ticks, np.round(ticks)), ticks                  # no 2.5 on an index axis
+    assert [ax.get_title() for ax in axes] == ["a", "b", "c"]
+    plt.close(fig)
+
+
+def test_a_nearly_uniform_matrix_shows_its_range():
+    """Weights near 0.25 on a 0-1 scale would all look alike; by default the scale is the data's range."""
+    fig, ax = plt.subplots()
+    im = plots.heatmap(ax, np.array([[0.22, 0.33], [0.21, 0.24]]), "weight")
+    assert (im.norm.vmin, im.norm.vmax) == (0.21, 0.33)
+    plt.close(fig)
+
+
+def test_package_draws_no_bare_heatmap():
+    for path in sorted((ROOT / "musictx_lite").rglob("*.py")):
+        if path.name != "plots.py":
+            assert not re.search(r"\.(imshow|matshow|pcolormesh)\(", path.read_text()), path
+
+
+def test_style_sets_the_resolution():
+    with matplotlib.rc_context():
+        plots.style()
+        assert matplotlib.rcParams["figure.dpi"] == plots.DPI >= 150
