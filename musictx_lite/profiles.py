@@ -65,6 +65,9 @@ class Profile:
         return TrainConfig(**{**self.train.__dict__, **over, **kw})
 
 
+# The decoders of chapters 6-9 share chapter 5's size in each profile: only positions and attention change.
+CHAPTERS_6_9 = ("learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local")
+
 PROFILES = {
     "smoke": Profile(
         "smoke",
@@ -75,7 +78,7 @@ PROFILES = {
         notes="CI: seconds per chapter; numbers mean nothing",
         overrides={"lstm": {}, "lstm-attention": {}, "fill": dict(batch_size=64), "attention-unmasked": {},
                    "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
-                   "transformer-post-ln": {}},
+                   "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {}},
     ),
     "cpu": Profile(
         "cpu",
@@ -93,6 +96,9 @@ PROFILES = {
             "multi-head": dict(n_embd=128, n_heads=4),
             "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
             "transformer-post-ln": dict(n_embd=64, n_layers=3, n_heads=4),
+            # chapter 5's decoder; 400 steps, so that three of them train in a chapter's 3 minutes
+            **{name: dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100)
+               for name in CHAPTERS_6_9},
         },
     ),
     "gpu": Profile(
@@ -111,6 +117,7 @@ PROFILES = {
             "multi-head": dict(n_embd=256, n_heads=8, dropout=0.0),
             "transformer": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
             "transformer-post-ln": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
+            **{name: dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3) for name in CHAPTERS_6_9},
         },
     ),
 }
