@@ -85,3 +85,28 @@ def position_nll(model: nn.Module, pieces, length: int, max_windows: int = 256) 
             nll = F.cross_entropy(logits.transpose(1, 2), xy[:, 1:], reduction="none")   # (b, length)
             total += nll.sum(0).cpu()
     return total / len(X)
+
+
+def lag_similarity(P: torch.Tensor, max_lag: int = 16) -> torch.Tensor:
+    """(max_lag,): mean cosine similarity of position vectors k = 1..max_lag apart, P (T, C)."""
+    P = F.normalize(P.detach().float().cpu(), dim=-1)                  # unit rows
+    return torch.stack([(P[:-k] * P[k:]).sum(-1).mean() for k in range(1, max_lag + 1)])
+
+
+def voice_accuracy(P: torch.Tensor) -> float:
+    """How well the voice of position t, (t - 1) mod 4, can be read off P[t] (T, C) by a linear map.
+
+    A ridge-regularised least-squares linear classifier (the ridge scaled to
+    the features' mean square) is fitted on the first half of the positions
+    and scored on the second half; chance is 0.25.
+    """
+    P = P.detach().double().cpu()
+    T = len(P)
+    voice = (torch.arange(T) - 1) % 4                                  # (T,)
+    X = torch.cat([P, torch.ones(T, 1, dtype=P.dtype)], dim=1)         # (T, C + 1) with a bias
+    Y = F.one_hot(voice, 4).double()                                   # (T, 4)
+    fit, test = slice(0, T // 2), slice(T // 2, T)
+    A = X[fit]
+    ridge = A.pow(2).mean() * torch.eye(A.shape[1], dtype=A.dtype)
+    W = torch.linalg.solve(A.T @ A + ridge, A.T @ Y[fit])
+    return (X[test] @ W).argmax(-1).eq(voice[test]).double().mean().item()

@@ -10,5 +10,6 @@ from .ch2 import exercise_2_1, exercise_2_2, exercise_2_3
 from .ch3 import exercise_3_1, exercise_3_2
 from .ch4 import *  # noqa: F401,F403
 from .ch5 import *  # noqa: F401,F403
+from .ch6 import *  # noqa: F401,F403
 
 __all__ = [n for n in dir() if n.startswith("exercise_")] + ["AdditiveAttention"]
