@@ -117,8 +117,8 @@ class RelativeGlobal(nn.Module):
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
         E = self.table(q.shape[-2]).to(q.dtype)
-        S = relative_logits_skew(q, E) if self.use_skew else relative_logits_direct(q, E)   # (B, nh, T, T)
-        return S / math.sqrt(q.shape[-1])
+        q = q / math.sqrt(q.shape[-1])                                  # scale (T, hs), not (T, T)
+        return relative_logits_skew(q, E) if self.use_skew else relative_logits_direct(q, E)   # (B, nh, T, T)
 
 
 class Rotary(nn.Module):
