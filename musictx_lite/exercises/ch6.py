@@ -50,7 +50,7 @@ def exercise_6_2(C: int = 64, L: int = 128) -> dict[str, float]:
     acc = {"standard": voice_accuracy(standard), "with a pi/2 pair": voice_accuracy(with_voice)}
     print("voice read off the position vector (linear probe, chance 0.25):",
           {k: round(v, 2) for k, v in acc.items()})
-    assert acc["with a pi/2 pair"] == 1.0
+    assert acc["with a pi/2 pair"] > 0.9 > 0.5 > acc["standard"]
     return acc
 
 
