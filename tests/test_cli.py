@@ -103,12 +103,18 @@ def test_every_chapter_model_trains_from_the_cli(tmp_path, capsys):
 
 
 def test_bench_attention_prints_every_implementation(tmp_path):
+    from musictx_lite.bench import ATTENTION
+
     out = run("bench", "attention", "--lengths", "32", "64", "--repeats", "1", "--plot", str(tmp_path / "b.png")).stdout
-    for name in ("per-head loop", "batched", "SDPA", "nn.MultiheadAttention"):
-        assert name in out
     rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "64")]
-    assert len(rows) == 2 and all(len(r) == 1 + 3 * 4 for r in rows)
+    assert len(rows) == 2 * len(ATTENTION)
+    for name in ATTENTION:                         # one row per implementation and length: L, name, ms, MiB, x
+        assert sum(" ".join(r[1:-3]) == name for r in rows) == 2, name
+        assert all(float(r[-3]) > 0 for r in rows if " ".join(r[1:-3]) == name)
     assert (tmp_path / "b.png").stat().st_size > 1000
+    out = run("bench", "attention", "--lengths", "64", "--repeats", "1", "--impl", "direct Shaw", "SDPA",
+              "--max-gib", "0.0001").stdout
+    assert "does not fit (estimate)" in out and "per-head loop" not in out
 
 
 # ------------------------------------------------------------------ bad arguments: argparse says no, exit 2

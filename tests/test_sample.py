@@ -42,3 +42,16 @@ def test_prompt_longer_than_context():
         generate(m, np.full(17, 10), 2)
     out = generate(m, np.r_[BOS, np.full(12, 10)], 5)       # generation beyond the context slides a window
     assert len(out) == 13 + 20
+
+
+@pytest.mark.parametrize("name", ["learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local"])
+def test_models_of_chapters_6_to_9_continue_any_prompt_that_fits(name, chorales):
+    torch.manual_seed(0)
+    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, block_size=32)).eval()
+    for steps in (0, 1, 3, 7):                    # 7 steps = 29 tokens: the window slides after 3 more
+        prompt = prompt_from(chorales.valid[0], steps)
+        out = generate(model, prompt, n_steps=4, seed=0)
+        assert len(out) == len(prompt) + 16
+        np.testing.assert_array_equal(out[: len(prompt)], prompt)
+    with pytest.raises(ValueError, match="context"):
+        generate(model, prompt_from(chorales.valid[0], 8), n_steps=1)
