@@ -100,6 +100,12 @@ def test_every_chapter_model_trains_from_the_cli(tmp_path, capsys):
     assert out.stdout.strip().splitlines()[-1].startswith("valid NLL: ")
     code, err, _ = main_error(["generate", "--checkpoint", tmp_path / "fill", "--out", tmp_path / "f.mid"], capsys)
     assert_clean_error(code, err, "does not continue a sequence")
+    for name in ("relative", "local"):            # chapters 8 and 9 through the CLI, end to end
+        out = run("train", "--model", name, "--profile", "smoke", "--out", str(tmp_path / name), "--quiet",
+                  "--steps", "4")
+        assert out.stdout.strip().splitlines()[-1].startswith("valid NLL: ")
+        run("generate", "--checkpoint", str(tmp_path / name), "--out", str(tmp_path / f"{name}.mid"))
+        assert (tmp_path / f"{name}.mid").stat().st_size > 100
 
 
 def test_bench_attention_prints_every_implementation(tmp_path):
