@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 WIDTH = 88                      # the book's column: no printed line is wider
-NAME_WIDTH = 28
-NOTE_WIDTH = 20
+NAME_WIDTH = 24
+NOTE_WIDTH = 24
 TOKEN_TASK = "next"             # the task whose NLL is in nats per token
 
 

@@ -122,6 +122,12 @@ def write_midi(pitches: np.ndarray, path: str | os.PathLike, onsets: np.ndarray 
     return path
 
 
+def note_name(pitch: int) -> str:
+    """MIDI number -> scientific pitch name: 60 -> 'C4' (middle C), 74 -> 'D5'."""
+    names = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+    return f"{names[int(pitch) % 12]}{int(pitch) // 12 - 1}"
+
+
 def voice_stats(pitches: np.ndarray) -> dict[str, float]:
     """How a grid's voices move, in three numbers that chapters 0, 1 and 5 compare with Bach:
 

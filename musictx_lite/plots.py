@@ -97,8 +97,12 @@ def images_without_colorbar(fig) -> list:
     return [im for ax in fig.axes for im in ax.images if getattr(im, "colorbar", None) is None]
 
 
-def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = None, smooth: int = 20):
-    """Train loss (left) and validation NLL (right) per run; baselines as dashed lines."""
+def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = None, smooth: int = 20,
+                 unit: str = "nats/token"):
+    """Train loss (left) and validation NLL (right) per run; baselines as dashed lines.
+
+    ``unit`` labels the y axes: nats per token for next-token models, nats per note for chapter 2's fill-in.
+    """
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
     for name, h in runs.items():
         k = max(1, min(smooth, len(h.train_loss) // 5))
@@ -107,11 +111,39 @@ def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = 
         b.plot(h.eval_step, h.valid_nll, "o-", label=f"{name} ({h.final_nll:.3f})")
     for i, (name, v) in enumerate((baselines or {}).items()):
         b.axhline(v, color=f"C{len(runs) + i}", ls="--", lw=1, label=f"{name} ({v:.3f})")
-    a.set(xlabel="step", ylabel="train loss (nats/token)", title="training loss (moving average)")
-    b.set(xlabel="step", ylabel="valid NLL (nats/token)", title="validation NLL, whole pieces")
+    a.set(xlabel="step", ylabel=f"train loss ({unit})", title="training loss (moving average)")
+    b.set(xlabel="step", ylabel=f"valid NLL ({unit})", title="validation NLL, whole pieces")
     for ax in (a, b):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def seed_summary(results: dict[str, list[float]], unit: str = "nats/token") -> str:
+    """One line per model: the mean valid NLL over seeds and the range (min to max), best mean first."""
+    width = max(len(k) for k in results)
+    lines = [f"{'':>{width}s}  {'mean':>6s}  {'min':>6s}  {'max':>6s}  seeds ({unit})"]
+    for name, v in sorted(results.items(), key=lambda kv: np.mean(kv[1])):
+        lines.append(f"{name:>{width}s}  {np.mean(v):6.3f}  {min(v):6.3f}  {max(v):6.3f}  "
+                     + " ".join(f"{x:.3f}" for x in v))
+    return "\n".join(lines)
+
+
+def plot_seeds(results: dict[str, list[float]], baselines: dict[str, float] | None = None,
+               unit: str = "nats/token", title: str = "final validation NLL, one dot per seed"):
+    """Each model's final NLL for every seed (dots) and their mean (a bar), so the spread is visible."""
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for i, (name, v) in enumerate(results.items()):
+        ax.plot([i] * len(v), v, "o", color=f"C{i}", alpha=0.8)
+        ax.hlines(np.mean(v), i - 0.25, i + 0.25, color=f"C{i}", lw=2)
+    for j, (name, v) in enumerate((baselines or {}).items()):
+        ax.axhline(v, ls="--", lw=1, color=f"C{len(results) + j}", label=f"{name} ({v:.3f})")
+    ax.set_xticks(range(len(results)), list(results))
+    ax.set(ylabel=f"valid NLL ({unit})", title=title, xlim=(-0.5, len(results) - 0.5))
+    ax.grid(alpha=0.3, axis="y")
+    if baselines:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
