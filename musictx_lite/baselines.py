@@ -191,6 +191,73 @@ class SameVoice:
         return self._nll([np.asarray(s) for s in _seqs(pieces)], self.alpha)
 
 
+class FillNeighbours:
+    """Chapter 2's context baseline: the hidden note of a step from its neighbouring voices.
+
+    For a hidden voice v, a count table of its pitch given the pitches of the
+    voices next to it in the score (soprano: alto; alto: soprano and tenor;
+    tenor: alto and bass; bass: tenor), smoothed towards the voice's own pitch
+    distribution p(w | v) with a pseudo-count ``alpha`` fitted on train:
+
+        p(w | v, n) = (c(v, n, w) + alpha p(w | v)) / (c(v, n) + alpha).
+
+    Scored like the fill-in model: NLL in nats per hidden note, every step of
+    every piece, each voice hidden in turn.
+    """
+
+    NEIGHBOURS = ((1,), (0, 2), (1, 3), (2,))
+
+    def __init__(self, vocab_size: int = VOCAB_SIZE):
+        self.V = vocab_size
+
+    @staticmethod
+    def _steps(pieces: list[Piece]) -> np.ndarray:
+        return np.concatenate([encode(p.pitches)[1:].reshape(-1, 4) for p in pieces])   # (N, 4)
+
+    def _counts(self, steps: np.ndarray) -> list[dict[tuple, np.ndarray]]:
+        tables = []
+        for v, nb in enumerate(self.NEIGHBOURS):
+            t: dict[tuple, np.ndarray] = {}
+            for row in steps:
+                t.setdefault(tuple(row[list(nb)]), np.zeros(self.V))[row[v]] += 1
+            tables.append(t)
+        return tables
+
+    def fit(self, pieces: list[Piece]) -> "FillNeighbours":
+        steps = self._steps(pieces)
+        self.prior = np.stack([np.bincount(steps[:, v], minlength=self.V) + 1.0 for v in range(4)])
+        self.prior /= self.prior.sum(1, keepdims=True)                 # (4, V): p(w | v), add-one
+        half = [self._steps(pieces[0::2]), self._steps(pieces[1::2])]
+        held_out = self._counts(half[0])
+        self.alpha = min((0.1, 0.3, 1.0, 3.0, 10.0, 30.0), key=lambda a: self._nll(half[1], a, held_out))
+        self.tables = self._counts(steps)
+        return self
+
+    def _nll(self, steps: np.ndarray, alpha: float, tables) -> float:
+        total = 0.0
+        for v, nb in enumerate(self.NEIGHBOURS):
+            for row in steps:
+                c = tables[v].get(tuple(row[list(nb)]))
+                seen, n = (c[row[v]], c.sum()) if c is not None else (0.0, 0.0)
+                total -= math.log((seen + alpha * self.prior[v, row[v]]) / (n + alpha))
+        return total / (4 * len(steps))
+
+    def nll(self, pieces: list[Piece]) -> float:
+        return self._nll(self._steps(pieces), self.alpha, self.tables)
+
+    def accuracy(self, pieces: list[Piece]) -> list[float]:
+        """Per voice: how often the most likely pitch is the one Bach wrote."""
+        steps, out = self._steps(pieces), []
+        for v, nb in enumerate(self.NEIGHBOURS):
+            hits = 0
+            for row in steps:
+                c = self.tables[v].get(tuple(row[list(nb)]))
+                p = self.prior[v] if c is None else (c + self.alpha * self.prior[v]) / (c.sum() + self.alpha)
+                hits += int(np.argmax(p) == row[v])
+            out.append(hits / len(steps))
+        return out
+
+
 def baseline_nlls(data, orders=range(4, 8)) -> dict[str, float]:
     """Chapter 0's bar, on ``data.valid``: unigram, the best n-gram of ``orders``, and same voice."""
     ngram = {n: NGram(n).fit(data.train).nll(data.valid) for n in orders}

@@ -52,26 +52,42 @@ class FillBatches:
 
 @torch.no_grad()
 def fill_logits(model: nn.Module, steps: torch.Tensor, voice: int,
-                return_attention: bool = False):
+                return_attention: bool = False, weights: torch.Tensor | None = None):
     """Hide ``voice`` in every step of ``steps`` (N, 4) and return the model's logits (N, 4, V) on the CPU.
 
     The steps are moved to the model's device; with ``return_attention`` the
-    weights (N, 4, 4) come back too.
+    weights (N, 4, 4) come back too. ``weights`` (4, 4), if given, replaces the
+    learned attention weights at every step (chapter 2 asks how much they matter).
     """
     x, _ = hide(torch.as_tensor(steps), torch.full((len(steps),), voice))
+    kw = {"weights": to_model(model, weights)} if weights is not None else {}
     with evaluating(model):
-        out = model(to_model(model, x), return_attention=return_attention)
+        out = model(to_model(model, x), return_attention=return_attention, **kw)
     if return_attention:
         return out[0].float().cpu(), out[1].float().cpu()
     return out.float().cpu()
 
 
 @torch.no_grad()
-def evaluate_fill_nll(model: nn.Module, pieces: list[Piece]) -> float:
-    """NLL in nats per hidden note: every step of every piece, each voice hidden in turn."""
+def evaluate_fill_nll(model: nn.Module, pieces: list[Piece], weights: str | None = None) -> float:
+    """NLL in nats per hidden note: every step of every piece, each voice hidden in turn.
+
+    ``weights="uniform"`` replaces the attention weights by 1/4 everywhere;
+    ``weights="mean"`` by their mean over all the steps, for each hidden voice:
+    the same mix at every step, as if the head could not tell one chord from another.
+    """
     steps = all_steps(pieces)                                          # (N, 4)
-    total = sum(F.cross_entropy(fill_logits(model, steps, v)[:, v], steps[:, v], reduction="sum").item()
-                for v in range(4))
+    total = 0.0
+    for v in range(4):
+        fixed = None
+        if weights == "uniform":
+            fixed = torch.full((4, 4), 0.25)
+        elif weights == "mean":
+            fixed = fill_logits(model, steps, v, return_attention=True)[1].mean(0)   # (4, 4)
+        elif weights is not None:
+            raise ValueError(f"weights must be None, 'uniform' or 'mean', got {weights!r}")
+        logits = fill_logits(model, steps, v, weights=fixed)[:, v]
+        total += F.cross_entropy(logits, steps[:, v], reduction="sum").item()
     return total / (4 * len(steps))
 
 
@@ -104,8 +120,11 @@ class VoiceFill(nn.Module):
         self.attn = Head(cfg.n_embd, cfg.n_embd, causal=False)
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
-    def forward(self, idx: torch.Tensor, return_attention: bool = False):
+    def forward(self, idx: torch.Tensor, return_attention: bool = False, weights: torch.Tensor | None = None):
         x = self.tok_emb(idx) + self.voice_emb                         # (B, 4, C)
         y, w = self.attn(x, return_attention=True)                     # (B, 4, C), (B, 4, 4)
+        if weights is not None:                                        # the same (4, 4) weights at every step
+            w = weights.to(w.dtype).expand_as(w)
+            y = w @ self.attn.value(x)
         logits = self.readout(y)                                       # (B, 4, V)
         return (logits, w) if return_attention else logits

@@ -53,22 +53,27 @@ def _colorbar(im, ax, label: str, labels: tuple[str, str], **kw):
     cb = im.axes.figure.colorbar(im, ax=ax, label=label, **kw)
     if isinstance(im.cmap, ListedColormap) and im.norm.vmin == -0.5 and im.norm.vmax == 1.5:
         cb.set_ticks([0, 1], labels=list(labels))
+    if kw.get("orientation") == "horizontal":
+        cb.ax.xaxis.set_major_locator(MaxNLocator(5))
     return cb
 
 
 def heatmap(ax, values, label: str, *, cmap: str = "viridis", vmin: float | None = None,
             vmax: float | None = None, labels: tuple[str, str] = ("False", "True"),
-            title: str | None = None, xlabel: str | None = None, ylabel: str | None = None, **imshow_kw):
+            title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
+            orientation: str = "vertical", **imshow_kw):
     """Draw ``values`` (2-D array or tensor) on ``ax`` with a colour bar labelled ``label``; return the image.
 
     A boolean matrix gets two fixed colours (``labels`` name them on the colour
     bar), so all-True and all-False look different. Otherwise ``vmin``/``vmax``
     default to the data's range: a nearly uniform matrix shows its small
-    differences, and the colour bar says how small they are.
+    differences, and the colour bar says how small they are. A horizontal bar
+    (below the axes) keeps the axes as wide as a panel above it that shares x.
     """
     values = _numpy(values)
     im = _draw(ax, values, cmap, vmin, vmax, labels, **imshow_kw)
-    _colorbar(im, ax, label, labels)
+    kw = dict(orientation="horizontal", pad=0.45, aspect=40) if orientation == "horizontal" else {}
+    _colorbar(im, ax, label, labels, **kw)
     _integer_axes(ax)
     ax.set(**{k: v for k, v in dict(title=title, xlabel=xlabel, ylabel=ylabel).items() if v is not None})
     return im
