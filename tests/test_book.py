@@ -31,13 +31,48 @@ def test_notebook_is_clean_and_has_the_chapter_shape(path):
     assert re.search(r"exercise_\d+_\d+\(", src)
 
 
+def code_cells(path):
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_cell_installs_from_the_configured_repository(path):
+def test_first_code_cell_installs_from_the_configured_repository(path):
     cfg = config()["repository"]
-    first = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    first = "".join(code_cells(path)[0]["source"])
     assert f'"musictx-lite @ git+{cfg["url"]}@{cfg["branch"]}"' in first
     assert 'if "google.colab" in sys.modules:' in first and "mtx.setup()" in first
     assert "torch" not in first.split("import musictx_lite")[0].replace("torch and numpy", "")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_title_comes_first_and_the_install_cell_is_collapsed(path):
+    """A reader sees the chapter's title first, not code about Colab; Colab still runs the install cell."""
+    cells = json.loads(path.read_text())["cells"]
+    first = "".join(cells[0]["source"])
+    assert cells[0]["cell_type"] == "markdown" and re.match(r"# \d+\. \S", first), \
+        f"{path.name}: the first cell must be the chapter's title, '# N. Title'"
+    install = code_cells(path)[0]
+    assert {"hide-input", "hide-cell", "remove-input", "remove-cell"} & set(install["metadata"].get("tags", [])), \
+        f"{path.name}: tag the install cell hide-input (collapsed in the book, runnable in Colab)"
+
+
+# The book theme shows about 88 characters of code in its column; a longer line needs a scrollbar.
+WIDTH = 88
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_lines_fit_the_rendered_column(path):
+    wide = [(c["id"], line) for c in code_cells(path) for line in "".join(c["source"]).splitlines()
+            if len(line) > WIDTH]
+    assert not wide, f"{path.name}: {len(wide)} code lines wider than {WIDTH} characters, e.g. {wide[:3]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_heatmaps_go_through_the_plots_helper(path):
+    """plots.heatmap draws every heatmap with a colour bar and two fixed colours for booleans."""
+    src = "\n".join("".join(c["source"]) for c in code_cells(path))
+    bare = re.findall(r"\.(imshow|matshow|pcolormesh)\(", src)
+    assert not bare, f"{path.name} draws a heatmap with {bare}: use musictx_lite.plots.heatmap(s)"
 
 
 def test_toc_lists_every_chapter_and_page():
