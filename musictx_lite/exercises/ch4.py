@@ -4,6 +4,8 @@ Notebook: notebooks/04_multi_head.ipynb
 """
 from __future__ import annotations
 
+import textwrap
+
 import math
 
 import torch
@@ -100,8 +102,12 @@ def exercise_4_2(n_embd: int = 128, n_heads: int = 8, T: int = 256, seed: int = 
 
 
 @torch.no_grad()
-def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8) -> dict[int, float]:
-    """Knock out one head at a time (zero its slice before W_O) and measure the valid NLL it costs."""
+def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8,
+                 gain: float | None = None) -> dict[int, float]:
+    """Knock out one head at a time (zero its slice before W_O) and measure the valid NLL it costs.
+
+    ``gain``, if given, is what four heads gained over one (both with W_O), to compare with.
+    """
     data = data or load_data()
     attn = model.blocks[0]                                                  # the bare attention layer
     nh, C = attn.n_heads, attn.proj.in_features
@@ -121,6 +127,24 @@ def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8) 
             handle.remove()
     print(f"valid NLL on {pieces} chorales: {base:.3f} nats/token with all heads")
     for h, d in out.items():
-        print(f"  without head {h}: {d:+.3f}")
-    print("A head whose removal costs little is redundant at this size (Michel et al. 2019 pruned many).")
+        print(f"  without head {h + 1}: {d:+.3f}")
+    cheapest = min(out.values())
+    if gain is not None:
+        print(f"the cheapest head costs {cheapest:+.3f}; four heads gained {gain:+.3f} over one")
+    if gain is not None and cheapest > gain:
+        text = ("Every head costs more than the whole gain of four heads over one, so no head is redundant "
+                "here. And the two numbers measure different things: a model trained with four heads "
+                "has learned to rely on all four, and W_O reads their outputs together; zeroing one "
+                "leaves it with an input it never saw. Removal measures how much this trained model "
+                "depends on a head, not what the head is worth. Michel et al. (2019) found many "
+                f"heads that can be removed from much larger models; at {nh} heads of {hs} features, "
+                "none can.")
+    elif cheapest < 0.01:
+        text = ("At least one head costs almost nothing when removed: it is redundant in this trained "
+                "model, as Michel et al. (2019) found for many heads of larger models.")
+    else:
+        text = ("Every head costs something when removed: none is redundant in this trained model. "
+                "Removal measures how much the model depends on a head, not what a model trained "
+                "without it would lose.")
+    print(textwrap.fill(text, 88))
     return out
