@@ -72,7 +72,7 @@ def test_relative_models_are_causal_and_the_test_catches_a_missing_mask():
         for block in model.blocks:             # let the undefined skew entries reach the softmax
             block.mixer.causal = False
         assert not is_causal(model), name
-        assert future_effect(model)[1] > 1e-3
+        assert future_effect(model)[0] > 1e-3     # outputs up to t move when later tokens change
 
 
 @pytest.mark.parametrize("T,N", [(16, 4), (13, 4), (5, 8), (12, 1), (9, 3)])
