@@ -38,8 +38,8 @@ def _numpy(values) -> np.ndarray:
 
 
 def _integer_axes(ax) -> None:
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))     # few ticks: panels may be small
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
 
 
 def _draw(ax, values: np.ndarray, cmap, vmin, vmax, labels, **imshow_kw):
