@@ -96,9 +96,10 @@ PROFILES = {
             "multi-head": dict(n_embd=128, n_heads=4),
             "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
             "transformer-post-ln": dict(n_embd=64, n_layers=3, n_heads=4),
-            # chapter 5's decoder; 400 steps, so that three of them train in a chapter's 3 minutes
-            **{name: dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100)
-               for name in CHAPTERS_6_9},
+            # chapter 5's decoder; 400 steps, so that three of them train in a chapter's 3 minutes, at a
+            # higher rate that suits the short run (relative: 0.611 at 6e-3 against 0.651 at 4e-3)
+            **{name: dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
+                          lr=6e-3) for name in CHAPTERS_6_9},
         },
     ),
     "gpu": Profile(
