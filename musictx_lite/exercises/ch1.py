@@ -76,7 +76,7 @@ def uniform_by_lag(T: int, max_lag: int) -> np.ndarray:
     return np.array([np.mean(1.0 / np.arange(lag + 1, T + 1)) for lag in range(max_lag + 1)])
 
 
-def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 16, pieces: int = 8,
+def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 12, pieces: int = 8,
                  steps: int = 64) -> np.ndarray:
     """Where does the LSTM's attention look? Mean weight on the token ``lag`` positions back, against uniform."""
     data = data or load_data()
@@ -92,8 +92,8 @@ def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 16
     print("lag      " + " ".join(f"{k:5d}" for k in range(max_lag + 1)))
     print("weight   " + " ".join(f"{m:.3f}" for m in mass))
     print("uniform  " + " ".join(f"{u:.3f}" for u in uniform))
-    print(f"largest at lags {best.tolist()}: " + ", ".join(
-        f"lag {k} gets {mass[k] / uniform[k]:.1f}x uniform" for k in best))
+    print(f"largest at lags {best.tolist()}; against uniform: " + ", ".join(
+        f"lag {k} x{mass[k] / uniform[k]:.1f}" for k in best))
     print("The query at i predicts x_(i+1); the state at lag 3 has just read x_(i-3), the same\n"
           "voice one step before the target. Lag 4 is one token further back: that state read the\n"
           "voice just above the target's previous note (for a soprano target, the bass before it).")

@@ -96,8 +96,8 @@ def exercise_4_2(n_embd: int = 128, n_heads: int = 8, T: int = 256, seed: int = 
         kv = 2 * g * (n_embd // n_heads)
         out[g] = {"params": sum(p.numel() for p in m.parameters()), "kv_per_token": kv}
         print(f"{g:7d} {out[g]['params']:12,d} {kv:22d} {kv * T:21,d}")
-    print("\nEvery query head still scores all T keys, so the (nh, T, T) weights and their cost do not shrink;\n"
-          "what shrinks is K and V, which a generator caches for every past token.")
+    print("\nEvery query head still scores all T keys, so the (nh, T, T) weights and their cost\n"
+          "do not shrink; what shrinks is K and V, which a generator caches for every past token.")
     return out
 
 
