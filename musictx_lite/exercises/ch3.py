@@ -54,7 +54,7 @@ def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: 
     torch.manual_seed(seed)
     masked = build_model("attention-positions", cfg)
     past, future = future_effect(peek)
-    print(f"perturbation probe: the outputs up to t move by {past:.3f} when the tokens after t "
+    print(f"perturbation probe: the outputs up to t move by {past:.3f} when the tokens after t\n"
           f"change: {'not causal' if not is_causal(peek) else 'causal'}")
     few = data.valid[:4]
     short = [Piece(p.name, p.pitches[:32]) for p in few]                         # their first 128 tokens
@@ -69,8 +69,9 @@ def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: 
     for name, (tl, whole, prefix) in out.items():
         print(f"{name:>11s} {tl:10.3f} {whole:15.3f} {prefix:12.3f}")
     (tl_p, whole_p, prefix_p), (tl_m, whole_m, prefix_m) = out["sees t + 1"], out["masked"]
-    print(f"train loss, leaky minus masked: {tl_p - tl_m:+.3f}; prefix only minus whole sequence: "
-          f"leaky {prefix_p - whole_p:+.3f}, masked {prefix_m - whole_m:+.3f}")
+    print(f"train loss, leaky minus masked: {tl_p - tl_m:+.3f}")
+    print(f"prefix only minus whole sequence: leaky {prefix_p - whole_p:+.3f}, "
+          f"masked {prefix_m - whole_m:+.3f}")
     if tl_p < tl_m and prefix_p > whole_p + 0.1:
         print("So the loss falls below the masked twin's: the next token is in the input, and the model\n"
               "learns to copy it. From the prefix alone, as at generation time, there is nothing to copy,\n"
