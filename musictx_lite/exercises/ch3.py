@@ -73,9 +73,9 @@ def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: 
     print(f"prefix only minus whole sequence: leaky {prefix_p - whole_p:+.3f}, "
           f"masked {prefix_m - whole_m:+.3f}")
     if tl_p < tl_m and prefix_p > whole_p + 0.1:
-        print("So the loss falls below the masked twin's: the next token is in the input, and the model\n"
-              "learns to copy it. From the prefix alone, as at generation time, there is nothing to copy,\n"
-              "and its NLL rises: one token of the future is a leak, as all of it was.")
+        print("So the loss falls below the masked twin's: the next token is in the input, and the\n"
+              "model learns to copy it. From the prefix alone, as at generation time, there is\n"
+              "nothing to copy, and its NLL rises: one token of the future is a leak, as all of it was.")
     else:
         print(f"After {steps} steps the leak does not show yet in these numbers; train longer (steps=...).")
     return out
