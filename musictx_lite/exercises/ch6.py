@@ -34,7 +34,8 @@ def exercise_6_1(model: nn.Module, offsets=(1, 4, 16)) -> dict[str, list[float]]
     for name, r in res.items():
         print(f"  {name:>10s}: " + ", ".join(f"k={k}: {v:.1e}" for k, v in zip(offsets, r)))
     assert max(res["sinusoidal"]) < 1e-3                               # one exact rotation per k
-    print("sinusoids: an exact linear map for every offset (a rotation); learned: only approximately")
+    print("sinusoids: an exact linear map for every offset (a rotation);")
+    print("learned positions: only approximately")
     return res
 
 
@@ -48,8 +49,8 @@ def exercise_6_2(C: int = 64, L: int = 128) -> dict[str, float]:
     quarter = torch.cat([torch.sin(t * math.pi / 2), torch.cos(t * math.pi / 2)], dim=1)   # (L, 2)
     with_voice = torch.cat([quarter, standard[:, : C - 2]], dim=1)      # replace the last pair
     acc = {"standard": voice_accuracy(standard), "with a pi/2 pair": voice_accuracy(with_voice)}
-    print("voice read off the position vector (linear probe, chance 0.25):",
-          {k: round(v, 2) for k, v in acc.items()})
+    print("voice read off the position vector (linear probe, chance 0.25):")
+    print("   ", {k: round(v, 2) for k, v in acc.items()})
     assert acc["with a pi/2 pair"] > 0.9 > 0.5 > acc["standard"]
     return acc
 
@@ -85,5 +86,6 @@ def exercise_6_3(C: int = 64, L: int = 128, seed: int = 0) -> dict[str, bool]:
     for k, v in found.items():
         print(f"{k}: last prediction {'unchanged' if v else 'changes'}")
     assert found["swap within a voice"] and not found["swap across voices"]
-    print("one block sees which voice each earlier token had, but not when: order within a voice is lost")
+    print("one block sees which voice each earlier token had, but not when:")
+    print("the order within a voice is lost")
     return found

@@ -33,8 +33,9 @@ def exercise_8_1(L: int = 5, d: int = 8, seed: int = 0) -> torch.Tensor:
     S2 = x[:L, L - 1:]                                                  # first L rows, last L columns
     ref = torch.stack([torch.stack([R2[i, j - i + L - 1] for j in range(L)]) for i in range(L)])
     assert torch.allclose(S2, ref)
-    print("unmasked skew: pad a column on the right, flatten, pad L - 1, reshape to (L + 1, 2L - 1),")
-    print("keep the first L rows and the last L columns; every entry is defined")
+    print("unmasked skew: pad a column on the right, flatten, pad L - 1,")
+    print("reshape to (L + 1, 2L - 1), keep the first L rows and the last L columns;")
+    print("every entry is defined")
     return S2
 
 
