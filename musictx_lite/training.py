@@ -142,18 +142,22 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             opt.load_state_dict(ck["optimizer"])
             if scaler is not None and ck.get("scaler"):
                 scaler.load_state_dict(ck["scaler"])
-            torch.set_rng_state(ck["rng"])
-            batches.gen.set_state(ck["batch_rng"])
+            torch.set_rng_state(ck["rng"].cpu())                # map_location put them on the device
+            batches.gen.set_state(ck["batch_rng"].cpu())
+            if device.type == "cuda" and ck.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), device)   # dropout on the GPU
             hist, step = History(**ck["history"]), ck["step"]
 
-    def rng() -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.get_rng_state(), batches.gen.get_state()
+    def rng() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        return torch.get_rng_state(), batches.gen.get_state(), cuda
 
     def checkpoint(snapshot) -> None:
         if path is not None:
             _save(path, {**meta, "model": model.state_dict(), "optimizer": opt.state_dict(),
                          "scaler": scaler.state_dict() if scaler else None, "step": step,
-                         "history": asdict(hist), "rng": snapshot[0], "batch_rng": snapshot[1]})
+                         "history": asdict(hist), "rng": snapshot[0], "batch_rng": snapshot[1],
+                         "cuda_rng": snapshot[2]})
 
     val = data.valid if cfg.eval_pieces is None else data.valid[: cfg.eval_pieces]
     snapshot = rng()
