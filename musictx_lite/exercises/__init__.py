@@ -11,6 +11,7 @@ from .ch3 import exercise_3_1, exercise_3_2
 from .ch4 import *  # noqa: F401,F403
 from .ch5 import *  # noqa: F401,F403
 from .ch6 import *  # noqa: F401,F403
+from .ch7 import *  # noqa: F401,F403
 from .ch8 import *  # noqa: F401,F403
 from .ch9 import *  # noqa: F401,F403
 
