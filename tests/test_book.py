@@ -131,3 +131,15 @@ def test_nbval_kernel_is_this_python():
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_cells_lex_as_ipython(path):
+    """Sphinx highlights code as ipython3 and warns (failing the build) on tokens it cannot lex,
+    such as a line continuation after a shell escape."""
+    from pygments.lexers import get_lexer_by_name
+
+    lexer = get_lexer_by_name("ipython3")
+    for cell in code_cells(path):
+        bad = [v for t, v in lexer.get_tokens("".join(cell["source"])) if "Error" in str(t)]
+        assert not bad, f"{path.name}, cell {cell.get('id')}: cannot lex {bad[:3]}"
