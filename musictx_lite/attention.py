@@ -20,9 +20,14 @@ from .device import to_model
 from .tasks import evaluating
 
 
-def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """(T, T) boolean, True where query i may attend to key j, i.e. j <= i."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+def causal_mask(T: int, device: torch.device | str | None = None, n_keys: int | None = None) -> torch.Tensor:
+    """(T, T) boolean, True where query i may attend to key j, i.e. j <= i.
+
+    With ``n_keys`` > T (a key/value cache, chapter 11) the T queries are the
+    last T of the ``n_keys`` positions: (T, n_keys), True where j <= i + n_keys - T.
+    """
+    S = T if n_keys is None else n_keys
+    return torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
@@ -35,24 +40,41 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     the scores before masking, so a masked key stays at weight 0 whatever the
     bias says (relative positions, chapters 7-9, live there). Without
     ``need_weights`` the fused ``F.scaled_dot_product_attention`` computes the
-    same output and the weights come back as None.
+    same output and the weights come back as None. With fewer queries than keys
+    (a key/value cache, chapter 11), the queries are the last positions.
     """
-    if not need_weights and bias is None and mask is None:
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    causal = causal and Tq > 1                                       # one new query may see every key
+    if not need_weights and bias is None and mask is None and (Tq == Tk or not causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal), None   # fused kernels
     if causal:
-        T = q.shape[-2]
-        mask = causal_mask(T, q.device) if mask is None else mask & causal_mask(T, q.device)
+        mask = causal_mask(Tq, q.device, Tk) if mask is None else mask & causal_mask(Tq, q.device, Tk)
     if not need_weights:                                             # SDPA takes a boolean or an additive mask
         if bias is not None and mask is not None:
             bias = bias.masked_fill(~mask, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask if bias is None else bias), None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (..., T, T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (..., Tq, Tk)
     if bias is not None:
         scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = F.softmax(scores, dim=-1)                              # (..., T, T), rows sum to 1
-    return weights @ v, weights                                      # (..., T, d_v)
+    weights = F.softmax(scores, dim=-1)                              # (..., Tq, Tk), rows sum to 1
+    return weights @ v, weights                                      # (..., Tq, d_v)
+
+
+def remember(cache: dict | None, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Append this call's keys and values (..., T, d) to those in ``cache``; return all of them.
+
+    The key/value cache of chapter 11: when sampling, the keys and values of
+    earlier tokens never change, so each step computes them for the new token
+    only. ``cache`` is a layer's own dict (empty before the prompt), or None.
+    """
+    if cache is None:
+        return k, v
+    if "k" in cache:
+        k, v = torch.cat([cache["k"], k], dim=-2), torch.cat([cache["v"], v], dim=-2)   # (..., t + T, d)
+    cache["k"], cache["v"] = k, v
+    return k, v
 
 
 class Head(nn.Module):
@@ -64,9 +86,11 @@ class Head(nn.Module):
         self.key = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)
         self.causal = causal
+        self.cacheable = causal           # without the mask, earlier outputs change as tokens arrive
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
         q, k, v = self.query(x), self.key(x), self.value(x)            # (B, T, hs) each
+        k, v = remember(cache, k, v)                                    # (B, t + T, hs) with a cache
         out, w = attention(q, k, v, causal=self.causal, need_weights=return_attention)   # (B, T, hs), (B, T, T)
         return (out, w) if return_attention else out
 
@@ -88,13 +112,17 @@ class MultiHeadAttention(nn.Module):
     """The same computation batched: one projection for Q, K, V of all heads, one matmul.
 
     Three hooks let later chapters change how positions enter, without a new class:
-    ``score_bias`` maps the queries (B, nh, T, hs) to an additive term of the
-    scores, (B or 1, nh, T, T) (relative positions and ALiBi, chapters 7-8);
-    ``rotary`` maps queries and keys (B, nh, T, hs) to rotated ones (RoPE,
-    chapter 7); ``mask(T, device)`` says which keys each query may see, on top
+    ``score_bias(q, n_keys)`` maps the queries (B, nh, T, hs) to an additive term
+    of the scores, (B or 1, nh, T, n_keys) (relative positions and ALiBi, chapters 7-8);
+    ``rotary(x, start)`` maps queries or keys (B, nh, T, hs) at positions start.. to
+    rotated ones (RoPE, chapter 7); ``mask(T, device)`` says which keys each query may see, on top
     of the causal mask (a band, chapter 9). ``fast=False`` always takes the
     readable path; otherwise SDPA runs unless the weights are asked for.
     Subclasses that compute attention differently (chapters 7 and 9) override ``attend``.
+
+    With a ``cache`` (a dict of this layer's, chapter 11) it takes the new
+    tokens only: the prompt first, then one token per call. ``extend`` decides
+    which keys and values to keep: all of them here, two blocks in chapter 9.
     """
 
     def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True,
@@ -106,20 +134,35 @@ class MultiHeadAttention(nn.Module):
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)                  # W_O
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    @property
+    def cacheable(self) -> bool:
+        """Can it sample with a key/value cache? Not without the causal mask, nor with a custom mask."""
+        return self.causal and self.mask is None
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                          # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if self.rotary is not None:                                     # rotate by the tokens' positions
+            start = cache.get("n", 0) if cache is not None else 0
+            q, k = self.rotary(q, start), self.rotary(k, start)         # (B, nh, T, hs) each
+        if cache is not None:
+            k, v = self.extend(cache, k, v)                             # (B, nh, t + T, hs) each
         y, w = self.attend(q, k, v, need_weights=return_attention or not self.fast)
         y = self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
-        return (y, w) if return_attention else y                      # w: (B, nh, T, T)
+        return (y, w) if return_attention else y                      # w: (B, nh, T, t + T)
+
+    def extend(self, cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values the new queries see: every earlier one and their own."""
+        cache["n"] = cache.get("n", 0) + k.shape[-2]                   # tokens seen so far
+        return remember(cache, k, v)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        """Each head's output (B, nh, T, hs) and weights (B, nh, T, T) or None, from its q, k, v."""
-        if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)                       # (B, nh, T, hs) each
-        bias = self.score_bias(q) if self.score_bias is not None else None          # (B, nh, T, T)
-        mask = self.mask(q.shape[-2], q.device) if self.mask is not None else None  # (T, T)
+        """Each head's output (B, nh, T, hs) and weights (B, nh, T, T) or None, from its q, k, v.
+
+        With a cache, q holds the newest T of the k.shape[-2] positions."""
+        bias = self.score_bias(q, k.shape[-2]) if self.score_bias is not None else None   # (B, nh, T, Tk)
+        mask = self.mask(q.shape[-2], q.device) if self.mask is not None else None        # (T, T)
         return attention(q, k, v, mask, bias, self.causal, need_weights=need_weights)
 
     @torch.no_grad()

@@ -1,9 +1,12 @@
-"""Benchmarks: time and peak memory of every attention implementation built so far.
+"""Benchmarks: time and peak memory of every attention implementation built so far,
+and the speed of sampling with and without a key/value cache.
 
 Notebook: notebooks/04_multi_head.ipynb shows the table and the plot; later
-chapters add their implementations to ``ATTENTION``.
+chapters add their implementations to ``ATTENTION``; notebooks/11_comparison.ipynb
+measures sampling.
 
     python -m musictx_lite bench attention --lengths 128 256 512 1024 2048 --plot attention.png
+    python -m musictx_lite bench sample --models relative local --tokens 1024
 
 All implementations run in one process, one after the other at each length,
 so their ratios are measured under the same conditions.
@@ -173,3 +176,50 @@ def plot_bench(rows: list[dict], path: str | None = None):
     if path:
         fig.savefig(path, dpi=120)
     return fig
+
+
+def bench_sampling(names: list[str], n_tokens: int = 1024, context: int | None = None, profile: str = "cpu",
+                   device: str = "cpu", modes: tuple[bool, ...] = (True, False)) -> list[dict]:
+    """Sampling speed, tokens per second, of each model with (True) and without (False) its cache.
+
+    Each model has the profile's size, a context of ``context`` tokens (default:
+    ``n_tokens + 1``, so nothing slides) and random weights: speed does not
+    depend on what the model learned. It samples ``n_tokens`` tokens after BOS.
+    Both modes of a model run one after the other, so their ratio is measured
+    under the same conditions.
+    """
+    from .models import build_model
+    from .profiles import get_profile
+    from .sample import generate
+
+    if n_tokens < 4 or n_tokens % 4:
+        raise ValueError(f"n_tokens must be a positive multiple of 4 (whole steps), got {n_tokens}")
+    p = get_profile(profile)
+    rows = []
+    for name in names:
+        torch.manual_seed(0)
+        model = build_model(name, p.model_config(name, block_size=context or n_tokens + 1)).to(device).eval()
+        row = {"model": name, "tokens": n_tokens, "context": model.cfg.block_size,
+               "cacheable": bool(getattr(model, "cacheable", False))}
+        for cached in modes:
+            if cached and not row["cacheable"]:
+                row["cached"] = float("nan")
+                continue
+            t0 = time.perf_counter()
+            generate(model, None, n_steps=n_tokens // 4, seed=0, cache=cached)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            row["cached" if cached else "re-encoded"] = n_tokens / (time.perf_counter() - t0)
+        rows.append(row)
+    return rows
+
+
+def format_sampling(rows: list[dict]) -> str:
+    """One line per model: tokens/s with the cache, re-encoding, and the speed-up."""
+    lines = [f"{'model':>20s} {'context':>7s} {'cached tok/s':>12s} {'re-encoded tok/s':>16s} {'speed-up':>8s}"]
+    for r in rows:
+        c, n = r.get("cached", float("nan")), r.get("re-encoded", float("nan"))
+        note = "" if r["cacheable"] else "  (no cache: not causal)"
+        lines.append(f"{r['model']:>20s} {r['context']:7d} {c:12,.0f} {n:16,.0f} {c / n:8.1f}{note}")
+    lines.append(f"({rows[0]['tokens']} tokens sampled after BOS, random weights)")
+    return "\n".join(lines)

@@ -14,6 +14,10 @@ chapters:
   feed-forward, chapter 5), or None for a bare mixer (chapters 3 and 4).
 
 The read-out is called ``readout``, so that it is never mistaken for an attention ``Head``.
+
+Sampling (chapter 11) feeds the prompt once and then one token per call, with
+a ``DecoderCache``: the number of tokens seen, and a dict per layer in which
+the mixer keeps its keys and values, so no step recomputes an earlier token.
 """
 from __future__ import annotations
 
@@ -25,6 +29,14 @@ import torch.nn as nn
 from .blocks import Block
 from .config import ModelConfig
 from .tasks import NEXT_TOKEN
+
+
+class DecoderCache:
+    """What a decoder keeps between sampling steps: how many tokens it has seen, and one dict per layer."""
+
+    def __init__(self, n_layers: int):
+        self.pos = 0
+        self.layers: list[dict] = [{} for _ in range(n_layers)]
 
 
 class Decoder(nn.Module):
@@ -45,18 +57,39 @@ class Decoder(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd) if final_norm else nn.Identity()
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
-    def forward(self, idx: torch.Tensor, return_attention: bool = False):
-        """Logits (B, T, V) for tokens (B, T); with ``return_attention``, also each layer's weights."""
+    @property
+    def cacheable(self) -> bool:
+        """Can it sample with a cache? Only if every mixer is causal and keeps a cache."""
+        return all(getattr(b.mixer if isinstance(b, Block) else b, "cacheable", False) for b in self.blocks)
+
+    def new_cache(self) -> DecoderCache:
+        if not self.cacheable:
+            raise ValueError(f"{getattr(self, 'name', type(self).__name__)} cannot sample with a cache: "
+                             f"a mixer is not causal, so every new token changes earlier outputs")
+        return DecoderCache(len(self.blocks))
+
+    def forward(self, idx: torch.Tensor, return_attention: bool = False, cache: DecoderCache | None = None):
+        """Logits (B, T, V) for tokens (B, T); with ``return_attention``, also each layer's weights.
+
+        With a ``cache`` (from ``new_cache``), ``idx`` holds the new tokens only: the prompt, then one token per call.
+        """
+        T = idx.shape[1]
+        if cache is not None and cache.pos and T != 1:
+            raise ValueError(f"with a cache, feed the prompt once and then one token at a time (got {T})")
+        start = cache.pos if cache is not None else 0            # position of idx[:, 0]
         x = self.tok_emb(idx)                                    # (B, T, C)
         if self.positions is not None:
-            x = self.positions(x)                                # (B, T, C)
+            x = self.positions(x, start) if start else self.positions(x)   # (B, T, C)
         x = self.drop(x)
         weights = []
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
+            kw = {} if cache is None else {"cache": cache.layers[i]}
             if return_attention:
-                x, w = block(x, return_attention=True)           # w: (B, nh, T, T), or None
+                x, w = block(x, return_attention=True, **kw)     # w: (B, nh, T, T), or None
                 weights.append(w)
             else:
-                x = block(x)                                     # (B, T, C)
+                x = block(x, **kw)                               # (B, T, C)
+        if cache is not None:
+            cache.pos += T
         logits = self.readout(self.ln_f(x))                      # (B, T, V)
         return (logits, weights) if return_attention else logits

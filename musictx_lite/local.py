@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, remember
 from .config import ModelConfig
 
 
@@ -72,7 +72,11 @@ def local_relative_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
 
 
 class LocalAttention(MultiHeadAttention):
-    """Causal multi-head attention in blocks of N with the relative term: the mixer of chapter 9."""
+    """Causal multi-head attention in blocks of N with the relative term: the mixer of chapter 9.
+
+    Its key/value cache (chapter 11) keeps the current block and the previous
+    one: at most 2N keys, whatever the length of the sample.
+    """
 
     def __init__(self, cfg: ModelConfig, N: int = 32):
         super().__init__(cfg, causal=True)
@@ -82,5 +86,22 @@ class LocalAttention(MultiHeadAttention):
         self.N = N
         self.E = nn.Parameter(torch.randn(cfg.n_heads, 2 * N, hs) / math.sqrt(hs))   # distances -(2N-1)..0
 
+    def extend(self, cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values from the start of the previous block; keep what the next token will need."""
+        first = cache.get("first", 0)                                   # position of the first kept key
+        n = cache.get("n", 0) + k.shape[-2]                             # tokens seen, these included
+        k, v = remember(cache, k, v)                                    # (B, nh, n - first, hs)
+        keep = max(0, (n // self.N - 1) * self.N)                       # token n will see keys from here on
+        cache.update(k=k[..., keep - first:, :], v=v[..., keep - first:, :], first=keep, n=n)
+        return k, v
+
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        return local_relative_attention(q, k, v, self.E, self.N, need_weights)
+        if q.shape[-2] == k.shape[-2]:                                  # the whole sequence (or the prompt)
+            return local_relative_attention(q, k, v, self.E, self.N, need_weights)
+        if q.shape[-2] != 1:
+            raise ValueError("local attention with a cache: feed the prompt at once, then one token at a time")
+        # one new query, the last of the kept keys: distances -(Tk - 1) .. 0, all visible
+        Tk, d = k.shape[-2], q.shape[-1]
+        rel = q @ self.E[:, 2 * self.N - Tk:].to(q.dtype).transpose(-2, -1)   # (B, nh, 1, Tk)
+        w = F.softmax((q @ k.transpose(-2, -1) + rel) / math.sqrt(d), dim=-1)   # (B, nh, 1, Tk)
+        return w @ v, (w if need_weights else None)                     # (B, nh, 1, hs)

@@ -26,11 +26,12 @@ class LearnedPositions(nn.Module):
         super().__init__()
         self.table = nn.Embedding(cfg.block_size, cfg.n_embd)          # P: (block_size, C)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        T = x.shape[1]
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x (B, T, C) at positions start .. start + T - 1 (start > 0 with a key/value cache)."""
+        T = start + x.shape[1]
         if T > self.table.num_embeddings:
             raise ValueError(f"sequence of {T} tokens, but learned positions stop at {self.table.num_embeddings}")
-        return x + self.table(torch.arange(T, device=x.device))        # (B, T, C) + (T, C)
+        return x + self.table(torch.arange(start, T, device=x.device))   # (B, T, C) + (T, C)
 
 
 def sinusoids(T: int, C: int, base: float = 10000.0) -> torch.Tensor:
@@ -55,11 +56,12 @@ class SinusoidalPositions(nn.Module):
         self.C, self.base = cfg.n_embd, base
         self.register_buffer("table", sinusoids(cfg.block_size, cfg.n_embd, base), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        T = x.shape[1]
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x (B, T, C) at positions start .. start + T - 1 (start > 0 with a key/value cache)."""
+        T = start + x.shape[1]
         if T > len(self.table):                                        # past the trained length: extend
             self.table = sinusoids(T, self.C, self.base).to(x.device)
-        return x + self.table[:T].to(x.dtype)                          # (B, T, C) + (T, C)
+        return x + self.table[start:T].to(x.dtype)                     # (B, T, C) + (T, C)
 
 
 @torch.no_grad()

@@ -28,10 +28,14 @@ from .attention import MultiHeadAttention, causal_mask
 from .config import ModelConfig
 
 
-def distances(T: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """(T, T) long: entry (i, j) is j - i, negative for keys in the past."""
-    r = torch.arange(T, device=device)
-    return r[None, :] - r[:, None]
+def distances(T: int, device: torch.device | str | None = None, n_keys: int | None = None) -> torch.Tensor:
+    """(T, T) long: entry (i, j) is j - i, negative for keys in the past.
+
+    With ``n_keys`` > T (a key/value cache, chapter 11) the T queries are the last
+    T of the ``n_keys`` positions, and the result is (T, n_keys).
+    """
+    S = T if n_keys is None else n_keys
+    return torch.arange(S, device=device)[None, :] - torch.arange(S - T, S, device=device)[:, None]
 
 
 class ShawAttention(MultiHeadAttention):
@@ -53,11 +57,11 @@ class ShawAttention(MultiHeadAttention):
         self.a_v = nn.Embedding(2 * k + 1, hs)                          # w^V_{-k} .. w^V_{k}
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        T, d = q.shape[-2], q.shape[-1]
-        idx = distances(T, q.device).clamp(-self.k, self.k) + self.k     # (T, T) rows of the tables
-        aK, aV = self.a_k(idx), self.a_v(idx)                           # (T, T, hs) each: the L x L x d tensors
-        scores = q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, aK)   # (B, nh, T, T)
-        scores = (scores / math.sqrt(d)).masked_fill(~causal_mask(T, q.device), float("-inf"))
+        T, Tk, d = q.shape[-2], k.shape[-2], q.shape[-1]               # Tk > T with a cache
+        idx = distances(T, q.device, Tk).clamp(-self.k, self.k) + self.k   # (T, Tk) rows of the tables
+        aK, aV = self.a_k(idx), self.a_v(idx)                           # (T, Tk, hs) each: the L x L x d tensors
+        scores = q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, aK)   # (B, nh, T, Tk)
+        scores = (scores / math.sqrt(d)).masked_fill(~causal_mask(T, q.device, Tk), float("-inf"))
         w = F.softmax(scores, dim=-1)                                   # (B, nh, T, T)
         y = w @ v + torch.einsum("bhij,ijd->bhid", w, aV)               # (B, nh, T, hs)
         return y, (w if need_weights else None)
@@ -99,7 +103,9 @@ class RelativeGlobal(nn.Module):
     One learned E^r (L, hs) per head, for the distances -(L-1)..0, L = block_size.
     Past L tokens the farthest vector repeats (Shaw's clipping at k = L - 1), so
     the model runs on any length. ``use_skew=False`` computes the same with the
-    direct gather, in O(L^2 d) memory.
+    direct gather, in O(L^2 d) memory. With a key/value cache (chapter 11) one
+    new query at the last of ``n_keys`` positions needs no skew: q E^r^T already
+    has one column per key, distance j - (n_keys - 1).
     """
 
     def __init__(self, cfg: ModelConfig, use_skew: bool = True):
@@ -115,9 +121,16 @@ class RelativeGlobal(nn.Module):
             return self.E[:, L - T:]
         return torch.cat([self.E[:, :1].expand(-1, T - L, -1), self.E], dim=1)   # clip beyond -(L-1)
 
-    def forward(self, q: torch.Tensor) -> torch.Tensor:
-        E = self.table(q.shape[-2]).to(q.dtype)
+    def forward(self, q: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
+        T = q.shape[-2]
+        S = T if n_keys is None else n_keys
+        E = self.table(S).to(q.dtype)                                   # (nh, S, hs)
         q = q / math.sqrt(q.shape[-1])                                  # scale (T, hs), not (T, T)
+        if T == 1:                                                      # one new query (a cache): no skew
+            return q @ E.transpose(-2, -1)                              # (B, nh, 1, S)
+        if T != S:
+            raise ValueError(f"relative logits for {T} queries and {S} keys: feed the prompt at once, "
+                             f"then one token at a time")
         return relative_logits_skew(q, E) if self.use_skew else relative_logits_direct(q, E)   # (B, nh, T, T)
 
 
@@ -132,9 +145,10 @@ class Rotary(nn.Module):
             raise ValueError(f"RoPE rotates pairs of features: head size {hs} must be even")
         self.register_buffer("w", base ** (-torch.arange(0, hs, 2, dtype=torch.float) / hs), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x (B, nh, T, hs) at positions start .. start + T - 1 (start > 0 with a key/value cache)."""
         T = x.shape[-2]
-        angle = torch.arange(T, device=x.device, dtype=torch.float)[:, None] * self.w   # (T, hs/2)
+        angle = torch.arange(start, start + T, device=x.device, dtype=torch.float)[:, None] * self.w   # (T, hs/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x[..., 0::2], x[..., 1::2]                             # (B, nh, T, hs/2) each
         return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)   # (B, nh, T, hs)
@@ -149,6 +163,6 @@ class ALiBi(nn.Module):
         h = torch.arange(1, cfg.n_heads + 1, dtype=torch.float)
         self.register_buffer("slopes", 2.0 ** (-8.0 * h / cfg.n_heads), persistent=False)   # (nh,)
 
-    def forward(self, q: torch.Tensor) -> torch.Tensor:
-        d = distances(q.shape[-2], q.device).to(q.dtype)                # (T, T), <= 0 in the past
-        return (self.slopes.to(q.dtype)[:, None, None] * d)[None]       # (1, nh, T, T)
+    def forward(self, q: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
+        d = distances(q.shape[-2], q.device, n_keys).to(q.dtype)        # (T, Tk), <= 0 in the past
+        return (self.slopes.to(q.dtype)[:, None, None] * d)[None]       # (1, nh, T, Tk)

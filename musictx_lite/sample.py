@@ -1,6 +1,13 @@
-"""Sampling music from a trained model: temperature, top-k, and a prompt.
+"""Sampling music from a trained model: temperature, top-k, a prompt, and a key/value cache.
 
-Notebook: notebooks/01_attention_in_rnns.ipynb (first used there).
+Notebooks: notebooks/01_attention_in_rnns.ipynb (first used there);
+notebooks/11_comparison.ipynb (the cache, and what sampling costs).
+
+Re-encoding runs the model over the whole window for every new token. With a
+cache the model sees the prompt once and then one token per step: a decoder
+keeps each layer's keys and values (``DecoderCache``), an LSTM its state. Both
+give the same logits, to float precision; the cache is used wherever the model
+has one (``model.cacheable``).
 """
 from __future__ import annotations
 
@@ -19,13 +26,29 @@ def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
     return encode(piece.pitches[:n_steps])
 
 
+def window_start(n_tokens: int, start: int, context: int | None) -> int:
+    """Where the model's window begins, once it holds ``n_tokens`` tokens and began at ``start``.
+
+    When the window outgrows the context it slides forward by about half a
+    context, to a multiple of 4 (a step boundary: the voices stay aligned).
+    It keeps ``start`` otherwise, so a cache stays valid until the next slide.
+    """
+    if context is None or n_tokens - start <= context:
+        return start
+    keep = max(4, context // 2)                                      # tokens of history kept
+    return -(-(n_tokens - keep) // 4) * 4                            # ceil to a multiple of 4
+
+
 @torch.no_grad()
 def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 64, temperature: float = 1.0,
-             top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD, MASK)) -> np.ndarray:
+             top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD, MASK),
+             cache: bool = True, trace: list | None = None) -> np.ndarray:
     """Continue ``prompt`` (tokens, BOS first) by ``n_steps`` steps of 4 tokens; return all tokens.
 
     Tokens in ``banned`` are never sampled. A model with a finite ``context``
-    sees the last window of it, cut on a step boundary so that voices stay aligned.
+    sees a window of the last tokens (``window_start``). ``cache=False``
+    re-encodes the window for every token; the default uses the model's cache
+    when it has one. ``trace``, a list, receives each step's logits (V,).
     """
     if getattr(model, "task", None) is not NEXT_TOKEN:
         raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
@@ -36,17 +59,27 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     if ctx is not None and len(prompt) > ctx:
         raise ValueError(f"prompt has {len(prompt)} tokens but the model's context is {ctx}; "
                          f"use a shorter prompt (at most {(ctx - 1) // 4} steps)")
+    use_cache = cache and getattr(model, "cacheable", False)
     device = model_device(model)
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
     idx = to_model(model, prompt)[None]                              # (1, T)
+    start, state = 0, None                                           # the window is idx[:, start:]
     with evaluating(model):
         for _ in range(4 * n_steps):
-            window = idx
-            if ctx is not None and idx.shape[1] > ctx:
-                start = -(-(idx.shape[1] - ctx) // 4) * 4             # a multiple of 4: voices stay aligned
-                window = idx[:, start:]
-            logits = model(window)[0, -1].float() / temperature      # (V,)
+            new_start = window_start(idx.shape[1], start, ctx)
+            if new_start != start:                                   # the window slid: the cache is stale
+                start, state = new_start, None
+            if not use_cache:
+                logits = model(idx[:, start:])                       # (1, T, V): the whole window again
+            elif state is None:
+                state = model.new_cache()
+                logits = model(idx[:, start:], cache=state)          # the window once
+            else:
+                logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest token only
+            logits = logits[0, -1].float() / temperature            # (V,)
+            if trace is not None:
+                trace.append(logits.cpu().clone())
             logits[list(banned)] = float("-inf")
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]

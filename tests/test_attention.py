@@ -165,8 +165,8 @@ def test_multi_head_attention_takes_a_score_bias_and_a_mask():
     torch.manual_seed(0)
 
     class Shift(nn.Module):                                  # a bias that depends on the queries, as relative logits do
-        def forward(self, q):
-            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], q.shape[-2])          # (B, nh, T, T)
+        def forward(self, q, n_keys):
+            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], n_keys)              # (B, nh, T, T)
 
     band = lambda T, device: (torch.arange(T, device=device)[:, None] - torch.arange(T, device=device)) <= 3  # noqa: E731
     mha = MultiHeadAttention(CFG, score_bias=Shift(), mask=band).eval()
