@@ -1,4 +1,4 @@
-"""Command line: train any model the book has defined, generate music, score baselines.
+"""Command line: train any model the book has defined, generate music, score baselines, reproduce a result.
 
 Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
 
@@ -8,6 +8,7 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite baselines
     python -m musictx_lite bench attention --plot attention.png
     python -m musictx_lite budget --profile gpu
+    python -m musictx_lite reproduce jsb --profile cpu --out runs/jsb
 
 Bad input ends in one line ``error: ...`` and a non-zero exit status (2 for a
 bad argument, 1 for a bad file or value found later), never in a traceback.
@@ -227,6 +228,19 @@ def cmd_budget(a: argparse.Namespace) -> None:
               f"{train_flops(name, p) / 1e15:7.3f} {t4_minutes(name, p):7.2f}")
 
 
+def cmd_reproduce(a: argparse.Namespace) -> None:
+    from . import get_profile, load_jsb
+    from .reproduce import JSB_MODELS, format_table, reproduce_jsb
+
+    _check_writable(a.out, "--out", directory=True)
+    device = a.device if a.device is not None else _default_device()
+    p = get_profile(a.profile)
+    data = load_jsb() if a.data == "jsb" else load_jsb(a.data)      # sha256-checked: the official file only
+    print(f"profile {p.name}: {', '.join(name for name, _ in JSB_MODELS)}; data: {data.source}")
+    print(f"checkpoints: {a.out}/<model> (a second run resumes them)")
+    print(format_table(reproduce_jsb(p, a.out, data, device, progress=not a.quiet)))
+
+
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -296,7 +310,21 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     u = sub.add_parser("budget", help="estimated training time of every model on a Colab T4, per profile")
     u.add_argument("--profile", choices=sorted(PROFILES), default="gpu", help="profile to estimate (default gpu)")
     u.set_defaults(func=cmd_budget)
-    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u}
+
+    r = sub.add_parser("reproduce", help="train absolute and relative decoders on the official JSB split and "
+                                         "compare them with the Music Transformer paper")
+    r.add_argument("what", choices=["jsb"], help="which result to reproduce")
+    r.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                   help="model size and budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu)")
+    r.add_argument("--out", required=True,
+                   help="directory: one run per model goes in it; an interrupted run is resumed")
+    r.add_argument("--data", default="jsb", help="'jsb' (the official split, downloaded once and sha256-checked; "
+                                                 "the default) or the path of a local Jsb16thSeparated.json")
+    r.add_argument("--device", type=device_arg, default=None,
+                   help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.set_defaults(func=cmd_reproduce)
+    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -330,6 +358,9 @@ def main(argv: list[str] | None = None) -> None:
         # train() has written its checkpoint and re-raised: one line, not a traceback
         if a.cmd == "train" and (Path(a.out) / "ckpt.pt").exists():
             print(f"interrupted: the checkpoint in {a.out} holds the last complete step; "
+                  f"run the same command again to resume", file=sys.stderr)
+        elif a.cmd == "reproduce" and Path(a.out).is_dir():
+            print(f"interrupted: the checkpoints in {a.out} hold the last complete steps; "
                   f"run the same command again to resume", file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ from .positions import LearnedPositions, SinusoidalPositions
 from .relative import ALiBi, RelativeGlobal, Rotary, ShawAttention
 from .rnn import LSTMAttention, LSTMModel
 from .training import read_checkpoint
+from .voices import VoiceEmbedding
 
 
 def one_head(causal: bool = True) -> Callable[[ModelConfig], nn.Module]:
@@ -67,6 +68,7 @@ MODELS: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "rope": lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, rotary=Rotary(c))),   # chapter 7
     "alibi": lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, score_bias=ALiBi(c))),   # chapter 7
     "local": lambda cfg: Decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)),              # chapter 9
+    "relative-voice": lambda cfg: Decoder(cfg, relative, VoiceEmbedding),                   # chapter 11
 }
 
 

@@ -69,7 +69,8 @@ def chorale():
 def test_help_describes_every_option(capsys):
     for cmd, opts in (("train", ("--model", "--profile", "--out", "--steps", "--seed", "--data", "--device",
                                  "lstm-attention")),
-                      ("generate", ("--temperature", "--prompt-midi", "--prompt-steps"))):
+                      ("generate", ("--temperature", "--prompt-midi", "--prompt-steps")),
+                      ("reproduce", ("jsb", "--profile", "--out", "--data", "--device", "--quiet"))):
         with pytest.raises(SystemExit) as e:
             main([cmd, "--help"])
         out = capsys.readouterr().out
@@ -131,6 +132,7 @@ def test_bench_attention_prints_every_implementation(tmp_path):
 GEN = ("generate", "--checkpoint", "{tmp}/run", "--out", "{tmp}/x.mid")
 TRAIN = ("train", "--model", "lstm", "--profile", "smoke", "--out", "{tmp}/run")
 BENCH = ("bench", "attention", "--lengths", "8")
+REPRODUCE = ("reproduce", "jsb", "--profile", "smoke", "--out", "{tmp}/runs")
 BAD_ARGS = {
     "train --steps -3": (TRAIN + ("--steps", "-3"), "argument --steps: must be a positive integer, got -3"),
     "train --steps 0": (TRAIN + ("--steps", "0"), "must be a positive integer, got 0"),
@@ -165,6 +167,10 @@ BAD_ARGS = {
     "bench --batch 0": (BENCH + ("--batch", "0"), "argument --batch: must be a positive integer, got 0"),
     "bench --repeats 0": (BENCH + ("--repeats", "0"), "argument --repeats: must be a positive integer, got 0"),
     "bench --device banana": (BENCH + ("--device", "banana"), "argument --device: 'banana' is not a device"),
+    "reproduce --profile huge": (REPRODUCE + ("--profile", "huge"), "argument --profile: invalid choice: 'huge'"),
+    "reproduce maestro": (("reproduce", "maestro", "--out", "{tmp}/runs"), "argument what: invalid choice"),
+    "reproduce without --out": (("reproduce", "jsb"), "the following arguments are required: --out"),
+    "reproduce --device banana": (REPRODUCE + ("--device", "banana"), "'banana' is not a device"),
 }
 
 
@@ -240,6 +246,8 @@ UNWRITABLE = {
     "bench --plot under a file": (BENCH + ("--plot", "{tmp}/afile/b.png"), "{tmp}/afile is a file, not a directory"),
     "bench --plot is a directory": (BENCH + ("--plot", "{tmp}/somedir.png"), "--plot {tmp}/somedir.png is a directory"),
     "bench --plot .xyz": (BENCH + ("--plot", "{tmp}/b.xyz"), "--plot {tmp}/b.xyz: matplotlib cannot write .xyz files"),
+    "reproduce --out is a file": (REPRODUCE[:-1] + ("{tmp}/afile",), "--out {tmp}/afile exists and is not a directory"),
+    "reproduce --out under a file": (REPRODUCE[:-1] + ("{tmp}/afile/runs",), "{tmp}/afile is a file, not a directory"),
 }
 
 
@@ -253,6 +261,23 @@ def test_output_that_cannot_be_written_fails_before_any_work(argv, needle, tmp_p
     assert_clean_error(code, err, needle.format(tmp=tmp_path))
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "somedir", "somedir.png"]
     assert (tmp_path / "afile").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("kind", ["missing", "corrupt", "not the official file", "a directory"])
+def test_reproduce_with_bad_data_fails_before_any_training(kind, tmp_path, capsys):
+    data = tmp_path / "Jsb16thSeparated.json"
+    if kind == "corrupt":
+        data.write_bytes(np.random.default_rng(0).bytes(1000))
+    elif kind == "not the official file":
+        data.write_text('{"train": [], "valid": [], "test": []}')
+    elif kind == "a directory":
+        data.mkdir()
+    needle = {"missing": f"JSB file {data} not found", "a directory": "Is a directory"}.get(kind, f"JSB file {data} "
+                                                                                               f"has sha256")
+    code, err, stdout = main_error([a.format(tmp=tmp_path) for a in REPRODUCE] + ["--data", data], capsys)
+    assert code == 1 and stdout == ""
+    assert_clean_error(code, err, needle)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_train_over_another_models_run_keeps_its_checkpoint(model_dir, capsys):
@@ -302,9 +327,12 @@ def test_bad_prompt_midi(kind, tmp_path, model_dir, chorale, capsys):
 
 # ------------------------------------------------------------------ the same, in a real process
 
-@pytest.mark.parametrize("kind", ["bad argument", "not a checkpoint", "corrupt MIDI"])
+@pytest.mark.parametrize("kind", ["bad argument", "not a checkpoint", "corrupt MIDI", "missing JSB file"])
 def test_errors_in_a_real_process(kind, tmp_path, model_dir):
-    if kind == "bad argument":
+    if kind == "missing JSB file":
+        argv = [a.format(tmp=tmp_path) for a in REPRODUCE] + ["--data", tmp_path / "none.json"]
+        needle = f"JSB file {tmp_path / 'none.json'} not found"
+    elif kind == "bad argument":
         argv, needle = [a.format(tmp=tmp_path) for a in TRAIN] + ["--steps", "-3"], BAD_ARGS["train --steps -3"][1]
     elif kind == "not a checkpoint":
         (tmp_path / "ckpt.pt").write_bytes(np.random.default_rng(0).bytes(4096))
@@ -318,7 +346,7 @@ def test_errors_in_a_real_process(kind, tmp_path, model_dir):
     res = run(*argv, check=False)
     assert res.returncode == (2 if kind == "bad argument" else 1) and res.stdout == ""
     assert_error(res, needle)
-    assert not (tmp_path / "x.mid").exists() and not (tmp_path / "run").exists()
+    assert not (tmp_path / "x.mid").exists() and not (tmp_path / "run").exists() and not (tmp_path / "runs").exists()
 
 
 # ------------------------------------------------------------------ Ctrl-C in train

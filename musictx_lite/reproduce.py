@@ -1,0 +1,101 @@
+"""Reproduce the Music Transformer's JSB comparison: absolute positions against relative attention.
+
+Notebook: notebooks/11_comparison.ipynb
+
+Huang et al. (2019), Table 2, report validation NLL on the JSB Chorales for a
+Transformer with absolute (sinusoidal) positions, 0.417, and with relative
+attention, 0.357 (their best model: 0.335). ``reproduce_jsb`` trains the
+book's versions on the official split at a profile's settings: ``sinusoidal``
+(Vaswani et al.'s positions), ``relative`` (chapters 7-8) and
+``relative-voice`` (relative attention and a voice embedding, ``voices.py``),
+and ``format_table`` prints them beside the paper with a verdict on the claim
+"absolute is worse than relative".
+
+    python -m musictx_lite reproduce jsb --profile cpu --out runs/jsb
+"""
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import torch
+
+from .data import Splits, load_jsb
+from .models import build_model, n_params
+from .profiles import Profile, get_profile
+from .tasks import evaluate_nll
+from .training import train
+
+WIDTH = 88                      # the book's column
+# (model name, what it is): the absolute baseline first, then relative attention
+JSB_MODELS = (("sinusoidal", "absolute positions"),
+              ("relative", "relative attention"),
+              ("relative-voice", "+ voice embedding"))
+# Huang et al. (2019), Table 2: validation NLL on JSB Chorales
+PAPER = (("Transformer, absolute positions", 0.417),
+         ("Transformer, relative attention", 0.357),
+         ("Music Transformer, best", 0.335))
+NOTE = ("the paper's numbers come from its own model sizes, training budget and vocabulary, on the chorales "
+        "on a 16th-note grid read in raster order. Ours: S A T B per 16th step, one token each (a rest is a "
+        "token, a held note repeats its pitch), BOS first; NLL in nats per pitch/rest token over whole "
+        "pieces, at this profile's small budget. Compare the ordering of the rows, not the values.")
+
+
+def reproduce_jsb(profile: Profile | str | None, out_dir: str | os.PathLike, data: Splits | None = None,
+                  device: torch.device | str | None = None, progress: bool = True) -> list[dict]:
+    """Train the models of ``JSB_MODELS`` on the official JSB split at ``profile``'s settings; score them.
+
+    ``data`` defaults to ``load_jsb()`` (downloaded once, sha256-checked).
+    Each model's checkpoints go to ``out_dir/<model>``: an interrupted run
+    resumes where it stopped, and a finished one is only scored again. Returns
+    one dict per model: ``name``, ``params``, ``steps``, ``seconds`` (of
+    training), ``valid_nll`` and ``test_nll`` (``tasks.evaluate_nll``, nats per
+    token over whole pieces).
+    """
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    data = load_jsb() if data is None else data
+    rows = []
+    for name, _ in JSB_MODELS:
+        tcfg = p.train_config(name)
+        torch.manual_seed(tcfg.seed)                    # as `train --model NAME`: the same initial weights
+        model = build_model(name, p.model_config(name))
+        hist = train(model, data, tcfg, out_dir=Path(out_dir) / name, device=device, progress=progress)
+        rows.append({"name": name, "params": n_params(model), "steps": hist.step[-1] if hist.step else 0,
+                     "seconds": hist.seconds, "valid_nll": evaluate_nll(model, data.valid),
+                     "test_nll": evaluate_nll(model, data.test)})
+    return rows
+
+
+def verdict(rows: list[dict]) -> str:
+    """One line: does "absolute positions are worse than relative attention" (a higher NLL) hold for these
+    rows, on the valid and on the test split? "yes" on both, "NO" on neither, else "mixed"."""
+    by = {r["name"]: r for r in rows}
+    if "sinusoidal" not in by or "relative" not in by:
+        return "verdict: needs the sinusoidal and relative rows"
+    a, r = by["sinusoidal"], by["relative"]
+    worse = [a[k] > r[k] for k in ("valid_nll", "test_nll")]
+    answer = "yes" if all(worse) else "NO" if not any(worse) else "mixed"   # NO: the claim does not hold
+    return (f"verdict: absolute worse than relative? {answer} (valid {a['valid_nll']:.3f} vs "
+            f"{r['valid_nll']:.3f}, test {a['test_nll']:.3f} vs {r['test_nll']:.3f})")
+
+
+def format_table(rows: list[dict]) -> str:
+    """Our rows beside the paper's Table 2, a verdict on absolute < relative, and a note on what differs."""
+    what = dict(JSB_MODELS)
+    lines = ["JSB Chorales, official split: NLL in nats per token (lower is better)",
+             f"{'model':<42s} {'params':>8s} {'steps':>6s} {'s':>6s} {'valid':>7s} {'test':>7s}"]
+    for r in rows:
+        label = f"ours: {r['name']}" + (f" ({what[r['name']]})" if r["name"] in what else "")
+        lines.append(f"{label:<42s} {r['params']:8,d} {r['steps']:6d} {r['seconds']:6.0f} "
+                     f"{r['valid_nll']:7.3f} {r['test_nll']:7.3f}")
+    for label, nll in PAPER:
+        lines.append(f"{'paper: ' + label:<42s} {'':>8s} {'':>6s} {'':>6s} {nll:7.3f} {'':>7s}")
+    lines.append(verdict(rows))
+    by = {r["name"]: r for r in rows}
+    if "relative" in by and "relative-voice" in by:
+        d = by["relative-voice"]["valid_nll"] - by["relative"]["valid_nll"]
+        lines.append(f"voice embedding: valid NLL {'+' if d >= 0 else '-'}{abs(d):.3f} against relative "
+                     f"attention alone ({'better' if d < 0 else 'no better'})")
+    lines += textwrap.wrap("note: " + NOTE, WIDTH)
+    return "\n".join(line.rstrip() for line in lines)

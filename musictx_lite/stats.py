@@ -1,0 +1,166 @@
+"""Musical statistics: numbers for "sounds more like Bach", for generated and real chorales.
+
+Notebook: notebooks/11_comparison.ipynb
+
+Every function reads (steps, 4) pitch grids, S A T B, MIDI numbers on the 16th
+grid with -1 for rest, as ``decode`` returns them. ``chorale_stats`` gives one
+row of numbers for a list of grids (a model's samples, or Bach's held-out
+chorales), each computed by one small function here:
+
+- ``crossings``: the share of adjacent voice pairs sounding crossed (``music.voice_stats``);
+- ``parallel_fifths`` / ``parallel_octaves``: parallels per voice-pair motion (``parallels``);
+- ``out_of_range``: the share of notes outside their voice's range (``RANGES``);
+- ``interval_distance``: the total-variation distance between the histogram of
+  intervals above the bass and Bach's (``pitch_class_histogram``).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import combinations
+
+import numpy as np
+
+from .music import notes_of, voice_stats
+
+# Standard SATB ranges, MIDI numbers, inclusive: S C4-G5, A G3-D5, T C3-G4, B E2-C4.
+RANGES = {"soprano": (60, 79), "alto": (55, 74), "tenor": (48, 67), "bass": (40, 60)}
+FIFTH, OCTAVE = 7, 0          # perfect intervals, in semitones mod 12 (octave: unisons and compound octaves too)
+
+
+def _grids(grids) -> list[np.ndarray]:
+    """One grid or a list of grids -> a list of (steps, 4) int arrays."""
+    if isinstance(grids, np.ndarray) and grids.ndim == 2:
+        grids = [grids]
+    out = [np.asarray(g, dtype=np.int64) for g in grids]
+    for g in out:
+        if g.ndim != 2 or g.shape[1] != 4:
+            raise ValueError(f"expected (steps, 4) pitch grids, got shape {g.shape}")
+    return out
+
+
+def harmony_changes(grid: np.ndarray) -> np.ndarray:
+    """The grid's chords with immediate repeats dropped: (changes, 4).
+
+    A held or repeated chord is one harmony; a new row starts wherever any
+    voice changes (a new pitch, or a rest starting or ending).
+    """
+    g = np.asarray(grid)
+    if len(g) == 0:
+        return g
+    keep = np.r_[True, (g[1:] != g[:-1]).any(axis=1)]
+    return g[keep]
+
+
+def parallels(grid: np.ndarray) -> dict[str, int]:
+    """Parallel fifths and octaves between every pair of voices, and the motions they are counted among.
+
+    Over consecutive harmony changes (``harmony_changes``) a, b and every pair of
+    voices i, j (six pairs): a *voice-pair motion* is one where both voices
+    sound in a and in b and both change pitch. It is a parallel fifth (octave)
+    when both move in the same direction and the interval |a_i - a_j| mod 12
+    and |b_i - b_j| mod 12 are both 7 (both 0: octaves, unisons and compound
+    octaves). Contrary or oblique motion, a repeated chord, and motion into a
+    perfect interval from another interval are not counted.
+
+    Returns {"fifths": n, "octaves": n, "motions": n}; the rate of parallels
+    is fifths / motions (octaves / motions).
+    """
+    h = harmony_changes(grid)
+    a, b = h[:-1], h[1:]                                         # (changes - 1, 4): from, to
+    fifths = octaves = motions = 0
+    for i, j in combinations(range(4), 2):
+        move_i, move_j = b[:, i] - a[:, i], b[:, j] - a[:, j]
+        both = (a[:, i] >= 0) & (a[:, j] >= 0) & (b[:, i] >= 0) & (b[:, j] >= 0) & (move_i != 0) & (move_j != 0)
+        same = both & (np.sign(move_i) == np.sign(move_j))
+        before, after = np.abs(a[:, i] - a[:, j]) % 12, np.abs(b[:, i] - b[:, j]) % 12
+        fifths += int((same & (before == FIFTH) & (after == FIFTH)).sum())
+        octaves += int((same & (before == OCTAVE) & (after == OCTAVE)).sum())
+        motions += int(both.sum())
+    return {"fifths": fifths, "octaves": octaves, "motions": motions}
+
+
+def out_of_range(grid: np.ndarray) -> tuple[int, int]:
+    """(notes outside their voice's range in ``RANGES``, all notes) of a grid.
+
+    A note is a run of one pitch in one voice (``music.notes_of``), so a long
+    note counts once, like a short one.
+    """
+    outside = total = 0
+    for (lo, hi), notes in zip(RANGES.values(), notes_of(grid)):
+        pitches = np.array([p for _, _, p in notes])
+        outside += int(((pitches < lo) | (pitches > hi)).sum())
+        total += len(pitches)
+    return outside, total
+
+
+def pitch_class_histogram(grids, above_bass: bool = True) -> np.ndarray:
+    """(12,) the share of each pitch class over every 16th step of ``grids`` (one grid or a list), sums to 1.
+
+    With ``above_bass`` (the default, and what ``chorale_stats`` uses), the
+    pitch classes of soprano, alto and tenor are counted as intervals above the
+    bass sounding at the same step, (p - bass) mod 12: 0 octave, 4 major third,
+    7 fifth, 6 tritone... This is key-free: the chorales are in many keys, and a
+    raw histogram (``above_bass=False``: p mod 12 of all four voices) measures
+    which keys a set of pieces is in as much as how it sounds. The intervals
+    above the bass measure the harmony itself (consonant thirds, fifths and
+    sixths against dissonant seconds, sevenths and tritones) without guessing
+    any key. Steps where the bass rests are skipped. A longer note weighs more.
+    """
+    counts = np.zeros(12)
+    for g in _grids(grids):
+        if above_bass:
+            upper, bass = g[:, :3], g[:, 3:]
+            pcs = ((upper - bass) % 12)[(upper >= 0) & (bass >= 0)]
+        else:
+            pcs = g[g >= 0] % 12
+        counts += np.bincount(pcs, minlength=12)
+    if counts.sum() == 0:
+        raise ValueError("no sounding notes to count" + (" above a sounding bass" if above_bass else ""))
+    return counts / counts.sum()
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> float:
+    """Total-variation distance 1/2 sum |p - q| of two histograms, in [0, 1]: 0 equal, 1 disjoint.
+
+    It is the largest difference in probability that p and q give to any set of bins.
+    """
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    return float(0.5 * np.abs(p / p.sum() - q / q.sum()).sum())
+
+
+@lru_cache(maxsize=1)
+def bach_histogram() -> np.ndarray:
+    """The default reference: ``pitch_class_histogram`` of the embedded training chorales."""
+    from .data import load_chorales
+
+    return pitch_class_histogram([p.pitches for p in load_chorales().train])
+
+
+def chorale_stats(grids, reference_pcs: np.ndarray | None = None) -> dict[str, float]:
+    """One row of musical statistics for a list of grids (or one grid).
+
+    The grids are pooled: each rate is a total count over all of them divided
+    by a total, so a long piece weighs more than a short one.
+
+    - ``parallel_fifths``, ``parallel_octaves``: parallels per voice-pair motion (see ``parallels``);
+    - ``crossings``: the share of adjacent voice pairs, both sounding, that are crossed (``music.voice_stats``);
+    - ``out_of_range``: the share of notes outside their voice's range in ``RANGES``;
+    - ``interval_distance``: the total-variation distance, in [0, 1], between the pooled histogram of
+      intervals above the bass (``pitch_class_histogram``) and ``reference_pcs`` (a 12-bin histogram
+      of the same kind; default: Bach's training chorales, ``bach_histogram``). Few notes give a noisy
+      histogram and a larger distance: compare sets of similar total length.
+    """
+    grids = _grids(grids)
+    if not grids:
+        raise ValueError("no grids to measure")
+    ref = bach_histogram() if reference_pcs is None else np.asarray(reference_pcs, dtype=float)
+    if ref.shape != (12,):
+        raise ValueError(f"reference_pcs must be a 12-bin histogram, got shape {ref.shape}")
+    par = [parallels(g) for g in grids]
+    motions = sum(p["motions"] for p in par)
+    outside, notes = np.sum([out_of_range(g) for g in grids], axis=0)
+    return {"parallel_fifths": sum(p["fifths"] for p in par) / max(motions, 1),
+            "parallel_octaves": sum(p["octaves"] for p in par) / max(motions, 1),
+            "crossings": voice_stats(grids)["crossings"],
+            "out_of_range": float(outside / max(notes, 1)),
+            "interval_distance": total_variation(pitch_class_histogram(grids), ref)}

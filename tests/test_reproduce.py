@@ -1,0 +1,78 @@
+"""Chapter 11's `reproduce jsb`: three decoders on the official JSB split, beside the paper's Table 2."""
+import math
+import time
+
+import pytest
+
+from musictx_lite import load_jsb
+from musictx_lite.__main__ import main
+from musictx_lite.reproduce import JSB_MODELS, PAPER, format_table, reproduce_jsb, verdict
+from musictx_lite.training import read_checkpoint
+
+NAMES = [name for name, _ in JSB_MODELS]
+
+
+@pytest.fixture(scope="module")
+def first_run(jsb_path, tmp_path_factory):
+    """One smoke-profile `reproduce_jsb` on the local official split: (out dir, data, rows, seconds)."""
+    out, data = tmp_path_factory.mktemp("jsb") / "runs", load_jsb(jsb_path)
+    t0 = time.perf_counter()
+    rows = reproduce_jsb("smoke", out, data=data, device="cpu", progress=False)
+    return out, data, rows, time.perf_counter() - t0
+
+
+def test_three_models_trained_and_scored(first_run):
+    out, data, rows, _ = first_run
+    assert [r["name"] for r in rows] == NAMES == ["sinusoidal", "relative", "relative-voice"]
+    for r in rows:
+        assert r["steps"] == 20 and r["seconds"] > 0                       # the smoke profile's budget
+        assert math.isfinite(r["valid_nll"]) and math.isfinite(r["test_nll"])
+        assert 2.0 < r["valid_nll"] < math.log(54) + 0.2 and 2.0 < r["test_nll"] < math.log(54) + 0.2
+        ck = read_checkpoint(out / r["name"])
+        assert ck["model_name"] == r["name"] and ck["step"] == 20
+        assert ck["history"]["valid_nll"][-1] == pytest.approx(r["valid_nll"], abs=1e-6)   # whole valid split
+    by = {r["name"]: r for r in rows}
+    assert by["relative-voice"]["params"] == by["relative"]["params"] + 4 * 32            # the (4, C) table
+    assert by["sinusoidal"]["params"] < by["relative"]["params"]                           # no relative tables
+
+
+def test_second_call_resumes_without_training(first_run):
+    out, data, rows, first_seconds = first_run
+    stamps = {name: (out / name / "ckpt.pt").stat().st_mtime_ns for name in NAMES}
+    t0 = time.perf_counter()
+    again = reproduce_jsb("smoke", out, data=data, device="cpu", progress=False)
+    assert again == rows                                       # the same steps, seconds and NLLs
+    assert {name: (out / name / "ckpt.pt").stat().st_mtime_ns for name in NAMES} == stamps   # nothing rewritten
+    assert time.perf_counter() - t0 < first_seconds
+
+
+def test_cli_prints_our_rows_beside_the_paper(first_run, jsb_path, capsys):
+    out, _, rows, _ = first_run
+    main(["reproduce", "jsb", "--profile", "smoke", "--out", str(out), "--data", str(jsb_path), "--quiet"])
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    table = lines[lines.index("JSB Chorales, official split: NLL in nats per token (lower is better)"):]
+    assert all(len(line) <= 88 for line in table) and table == format_table(rows).splitlines()
+    ours = [line.split() for line in lines if line.startswith("ours: ")]
+    assert [row[1] for row in ours] == NAMES
+    for row, r in zip(ours, rows):
+        assert float(row[-2]) == pytest.approx(r["valid_nll"], abs=5e-4)
+        assert float(row[-1]) == pytest.approx(r["test_nll"], abs=5e-4)
+    for label, nll in PAPER:
+        assert any(line.startswith(f"paper: {label}") and line.split()[-1] == f"{nll:.3f}" for line in lines)
+    assert verdict(rows) in lines and "note: " in printed
+
+
+def _row(name, valid, test):
+    return {"name": name, "params": 1000, "steps": 10, "seconds": 1.0, "valid_nll": valid, "test_nll": test}
+
+
+@pytest.mark.parametrize("absolute, answer", [((0.70, 0.71), "yes"), ((0.50, 0.52), "NO"), ((0.50, 0.71), "mixed")])
+def test_verdict_says_whether_absolute_is_worse(absolute, answer):
+    rows = [_row("sinusoidal", *absolute), _row("relative", 0.60, 0.61), _row("relative-voice", 0.58, 0.62)]
+    v = verdict(rows)
+    assert v.startswith(f"verdict: absolute worse than relative? {answer} (")
+    assert f"valid {absolute[0]:.3f} vs 0.600, test {absolute[1]:.3f} vs 0.610" in v
+    table = format_table(rows)
+    assert v in table.splitlines() and "valid NLL -0.020 against relative attention alone (better)" in table
+    assert verdict(rows[1:]) == "verdict: needs the sinusoidal and relative rows"

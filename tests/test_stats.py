@@ -1,0 +1,108 @@
+"""Chapter 11's musical statistics: hand-made grids with known counts, and Bach against a shuffle."""
+import numpy as np
+import pytest
+
+from musictx_lite.stats import (RANGES, chorale_stats, harmony_changes, out_of_range, parallels,
+                                pitch_class_histogram, total_variation)
+
+A = [67, 64, 60, 48]          # G4 E4 C4 C3: soprano and tenor a fifth apart
+
+
+def grid(*rows) -> np.ndarray:
+    return np.array(rows, dtype=np.int64)
+
+
+def test_a_parallel_fifth_is_counted_once_however_long_the_chords_are():
+    g = grid(A, A, [69, 64, 62, 48], [69, 64, 62, 48])      # S and T up a tone, a fifth apart; A, B hold
+    assert len(harmony_changes(g)) == 2
+    assert parallels(g) == {"fifths": 1, "octaves": 0, "motions": 1}
+    compound = grid([79, 64, 60, 48], [81, 64, 62, 48])     # a twelfth (19 semitones) to a twelfth
+    assert parallels(compound) == {"fifths": 1, "octaves": 0, "motions": 1}
+    down = grid([69, 64, 62, 48], A)
+    assert parallels(down)["fifths"] == 1
+
+
+def test_parallel_octaves_and_unisons():
+    assert parallels(grid([72, 64, 55, 48], [74, 64, 55, 50])) == {"fifths": 0, "octaves": 1, "motions": 1}
+    unison = grid([72, 60, 60, 48], [72, 62, 62, 48])       # A and T in unison, both up
+    assert parallels(unison) == {"fifths": 0, "octaves": 1, "motions": 1}
+    # S, A and B all up a tone over the held tenor: S-B octaves, A-B fifths, S-A a compound fourth (not counted)
+    three = grid([72, 55, 64, 48], [74, 57, 64, 50])
+    assert parallels(three) == {"fifths": 1, "octaves": 1, "motions": 3}
+
+
+def test_what_is_not_a_parallel():
+    contrary = grid(A, [72, 64, 53, 48])                    # fifth to twelfth, S up and T down
+    assert parallels(contrary) == {"fifths": 0, "octaves": 0, "motions": 1}
+    repeated = grid(A, A, A, A)                             # a fifth held or repeated: no motion at all
+    assert parallels(repeated) == {"fifths": 0, "octaves": 0, "motions": 0}
+    direct = grid([64, 67, 59, 48], [67, 67, 60, 48])       # a fourth into a fifth by similar motion
+    assert parallels(direct) == {"fifths": 0, "octaves": 0, "motions": 1}
+    oblique = grid(A, [67, 64, 62, 48])                     # only T moves
+    assert parallels(oblique)["motions"] == 0
+    rest = grid(A, [-1, 64, 62, 48], [69, 64, 64, 48])      # S rests between the fifths: no motion of S-T
+    assert parallels(rest) == {"fifths": 0, "octaves": 0, "motions": 0}
+
+
+def test_chorale_stats_rates_are_per_voice_pair_motion():
+    g = grid(A, [69, 64, 62, 48], [72, 64, 53, 48])         # a parallel fifth, then contrary fifths
+    s = chorale_stats(g)
+    assert s["parallel_fifths"] == 0.5 and s["parallel_octaves"] == 0.0
+    pooled = chorale_stats([g, grid(A, A)])                 # pooled over the list: no new motion
+    assert pooled["parallel_fifths"] == 0.5
+
+
+def test_crossings_and_range():
+    crossed = grid([60, 64, 55, 48], [72, 64, 55, 48])      # alto above soprano at the first step
+    assert chorale_stats(crossed)["crossings"] == pytest.approx(1 / 6)
+    assert RANGES["soprano"] == (60, 79) and RANGES["bass"] == (40, 60)
+    assert out_of_range(grid([79, 74, 67, 40], [60, 55, 48, 60])) == (0, 8)   # the edges are inside
+    assert out_of_range(grid([80, 54, 47, 61])) == (4, 4)                      # one past every edge
+    high = grid([84, 64, 55, 48], [84, 64, 55, 48], [72, 64, 55, 48])          # one long C6: one note
+    assert out_of_range(high) == (1, 5)
+    assert chorale_stats(high)["out_of_range"] == pytest.approx(0.2)
+
+
+def test_interval_histogram_distance():
+    octaves = grid([72, 60, 48, 36], [74, 62, 50, 38])      # every upper voice an octave class above the bass
+    fifths = grid([67, 55, 67, 48], [69, 57, 69, 50])       # every upper voice a fifth class above it
+    h = pitch_class_histogram(octaves)
+    assert h[0] == 1.0 and pitch_class_histogram(fifths)[7] == 1.0
+    assert total_variation(h, pitch_class_histogram(fifths)) == 1.0
+    assert chorale_stats(octaves, reference_pcs=h)["interval_distance"] == 0.0
+    assert chorale_stats(fifths, reference_pcs=h)["interval_distance"] == 1.0
+    half = grid([72, 60, 48, 36], [67, 55, 67, 48])
+    assert total_variation(pitch_class_histogram(half), h) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="12-bin"):
+        chorale_stats(octaves, reference_pcs=np.ones(7))
+
+
+def test_intervals_above_the_bass_ignore_the_key(chorales):
+    g = chorales.valid[0].pitches
+    up = np.where(g >= 0, g + 6, -1)                        # the same chorale a tritone higher
+    np.testing.assert_allclose(pitch_class_histogram(up), pitch_class_histogram(g))
+    raw = total_variation(pitch_class_histogram(up, above_bass=False), pitch_class_histogram(g, above_bass=False))
+    assert raw > 0.3                                        # the raw histogram moves with the key
+    assert chorale_stats(up)["interval_distance"] == pytest.approx(chorale_stats(g)["interval_distance"])
+
+
+def test_bach_has_few_parallels_and_a_shuffle_many(chorales):
+    bach = [p.pitches for p in chorales.valid]
+    rng = np.random.default_rng(0)
+    shuffled = [g[rng.permutation(len(g))] for g in bach]   # Bach's own chords in a random order
+    voices = [np.stack([g[rng.permutation(len(g)), v] for v in range(4)], 1) for g in bach]
+    s, c, v = chorale_stats(bach), chorale_stats(shuffled), chorale_stats(voices)
+    assert s["parallel_fifths"] + s["parallel_octaves"] < 0.005
+    assert c["parallel_fifths"] > 5 * s["parallel_fifths"] and c["parallel_octaves"] > 5 * s["parallel_octaves"]
+    assert s["crossings"] < 0.02 and v["crossings"] > 2 * s["crossings"]
+    assert s["out_of_range"] < 0.02
+    assert s["interval_distance"] < 0.05 < 0.2 < v["interval_distance"]     # each voice shuffled alone: no harmony
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match=r"\(steps, 4\)"):
+        chorale_stats([np.zeros((3, 3), dtype=int)])
+    with pytest.raises(ValueError, match="no grids"):
+        chorale_stats([])
+    with pytest.raises(ValueError, match="no sounding"):
+        pitch_class_histogram(grid([-1, -1, -1, -1]))
