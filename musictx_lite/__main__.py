@@ -186,7 +186,14 @@ def cmd_baselines(a: argparse.Namespace) -> None:
 
 
 def cmd_bench(a: argparse.Namespace) -> None:
-    from .bench import bench_attention, format_table, plot_bench
+    from .bench import bench_attention, bench_sampling, format_sampling, format_table, plot_bench
+
+    if a.what == "sample":                             # sampling speed, with and without the cache
+        rows = bench_sampling(a.models, a.tokens, profile=a.profile, device=a.device)
+        print(f"sampling, profile {a.profile} sizes, device={a.device}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads")
+        print(format_sampling(rows))
+        return
 
     if a.plot:                                         # fail before the benchmark, not after it
         import matplotlib
@@ -292,7 +299,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     b.set_defaults(func=cmd_baselines)
 
     c = sub.add_parser("bench", help="time and peak memory of the book's attention implementations")
-    c.add_argument("what", choices=["attention"], help="what to benchmark")
+    c.add_argument("what", choices=["attention", "sample"],
+                   help="attention: time and memory per length; sample: tokens/s with and without the cache")
+    c.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["learned-positions", "relative", "local"],
+                   metavar="NAME", help="sample: models to time (default learned-positions relative local)")
+    c.add_argument("--tokens", type=_number(int, lambda v: v > 0 and v % 4 == 0, "a positive multiple of 4"),
+                   default=1024, help="sample: tokens to sample, the context too (default 1024)")
+    c.add_argument("--profile", choices=sorted(PROFILES), default="cpu", help="sample: model sizes (default cpu)")
     c.add_argument("--lengths", type=positive_int, nargs="+", default=[128, 256, 512, 1024, 2048],
                    help="sequence lengths (default 128 .. 2048)")
     c.add_argument("--n-embd", type=positive_int, default=128, help="model width (default 128)")

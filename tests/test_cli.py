@@ -109,6 +109,14 @@ def test_every_chapter_model_trains_from_the_cli(tmp_path, capsys):
         assert (tmp_path / f"{name}.mid").stat().st_size > 100
 
 
+def test_bench_sample_times_both_modes():
+    out = run("bench", "sample", "--models", "relative", "attention-unmasked", "--tokens", "32",
+              "--profile", "smoke").stdout
+    rel = next(line.split() for line in out.splitlines() if line.split()[:1] == ["relative"])
+    assert rel[1] == "33" and float(rel[2].replace(",", "")) > 0 and float(rel[3].replace(",", "")) > 0
+    assert "attention-unmasked" in out and "no cache: not causal" in out
+
+
 def test_bench_attention_prints_every_implementation(tmp_path):
     from musictx_lite.bench import ATTENTION
 
