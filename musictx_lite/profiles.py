@@ -65,8 +65,9 @@ class Profile:
         return TrainConfig(**{**self.train.__dict__, **over, **kw})
 
 
-# The decoders of chapters 6-9 share chapter 5's size in each profile: only positions and attention change.
-CHAPTERS_6_9 = ("learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local")
+# The decoders of chapters 6-10 share chapter 5's size in each profile: only positions and the mixer change.
+CHAPTERS_6_9 = ("learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local",
+                "fnet", "fnet-matrix", "fnet-conv")
 
 PROFILES = {
     "smoke": Profile(
@@ -78,7 +79,8 @@ PROFILES = {
         notes="CI: seconds per chapter; numbers mean nothing",
         overrides={"lstm": {}, "lstm-attention": {}, "fill": dict(batch_size=64), "attention-unmasked": {},
                    "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
-                   "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {}},
+                   "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {},
+                   "fnet": {}, "fnet-matrix": {}, "fnet-conv": {}},
     ),
     "cpu": Profile(
         "cpu",
