@@ -35,9 +35,14 @@ import torch.nn.functional as F
 from .config import ModelConfig
 
 
+def for_fft(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 or float64: the FFT takes no half precision (mixed-precision training on CUDA)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 def hidden_fourier(x: torch.Tensor) -> torch.Tensor:
-    """Re(F_hidden(x)): the real part of the DFT over the last (feature) axis, in float32."""
-    return torch.fft.fft(x.float(), dim=-1).real                      # (..., C)
+    """Re(F_hidden(x)): the real part of the DFT over the last (feature) axis."""
+    return torch.fft.fft(for_fft(x), dim=-1).real                     # (..., C)
 
 
 def dft_real(n: int) -> torch.Tensor:
@@ -62,7 +67,7 @@ class FourierMixer(nn.Module):
         if cache is not None:
             raise ValueError("FourierMixer mixes every position with every other, the future included: "
                              "it cannot generate token by token from a cache")
-        y = torch.fft.fft2(x.float(), dim=(-2, -1)).real.to(x.dtype)   # (B, T, C): over T and C, never B
+        y = torch.fft.fft2(for_fft(x), dim=(-2, -1)).real.to(x.dtype)   # (B, T, C): over T and C, never B
         return (y, None) if return_attention else y
 
 
@@ -90,7 +95,7 @@ class CausalFourierMatrix(nn.Module):
                 raise ValueError(f"CausalFourierMatrix has a ({self.L}, {self.L}) mixing matrix: it mixes at "
                                  f"most block_size = {self.L} tokens, got {T}")
             u = hidden_fourier(x)                                      # (B, T, C)
-            y = self.M[:T, :T].tril() @ u                              # (T, T) @ (B, T, C) -> (B, T, C)
+            y = self.M[:T, :T].tril().to(u.dtype) @ u                  # (T, T) @ (B, T, C) -> (B, T, C)
             if cache is not None:
                 cache["u"] = u
         y = y.to(x.dtype)
@@ -104,7 +109,7 @@ class CausalFourierMatrix(nn.Module):
             raise ValueError(f"CausalFourierMatrix has a ({self.L}, {self.L}) mixing matrix: position {t} "
                              f"is past block_size = {self.L}")
         cache["u"] = u
-        return torch.einsum("s,bsc->bc", self.M[t, : t + 1], u)[:, None]   # (B, 1, C)
+        return torch.einsum("s,bsc->bc", self.M[t, : t + 1].to(u.dtype), u)[:, None]   # (B, 1, C)
 
 
 def causal_conv_direct(u: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -128,8 +133,9 @@ def causal_fft_conv(u: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """
     T = u.shape[1]
     n = 2 * T
-    h = h[:, :T].float()                                               # lags >= T never reach an output
-    U = torch.fft.rfft(u.float().transpose(1, 2), n=n)                 # (B, C, T + 1) complex
+    u = for_fft(u)
+    h = h[:, :T].to(u.dtype)                                           # lags >= T never reach an output
+    U = torch.fft.rfft(u.transpose(1, 2), n=n)                         # (B, C, T + 1) complex
     Hf = torch.fft.rfft(h, n=n)                                        # (C, T + 1)
     y = torch.fft.irfft(U * Hf, n=n)[..., :T]                          # (B, C, T): the first T outputs
     return y.transpose(1, 2)                                           # (B, T, C)
@@ -171,5 +177,5 @@ class CausalLongConv(nn.Module):
         u = torch.cat([cache["u"], hidden_fourier(x)], dim=1)[:, -K:]  # (B, n, C), n <= K: lags n-1..0
         cache["u"] = u
         n = u.shape[1]
-        taps = self.h[:, :n].flip(-1).float()                          # (C, n): h[:, n - 1 - s] for input s
+        taps = self.h[:, :n].flip(-1).to(u.dtype)                      # (C, n): h[:, n - 1 - s] for input s
         return torch.einsum("cs,bsc->bc", taps, u)[:, None]            # (B, 1, C)
