@@ -23,6 +23,7 @@ import torch.nn as nn
 
 from .attention import MultiHeadAttention, MultiHeadLoop, causal_mask
 from .config import ModelConfig
+from .fnet import CausalFourierMatrix, CausalLongConv, FourierMixer
 from .local import LocalAttention
 from .relative import RelativeGlobal, ShawAttention
 
@@ -49,10 +50,14 @@ ATTENTION: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "skew": lambda cfg: MultiHeadAttention(cfg, fast=False, score_bias=RelativeGlobal(cfg)),   # chapter 8
     "SDPA + relative bias": lambda cfg: MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg)),   # chapter 8
     "local skew": lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),                             # chapter 9
+    "FNet (fft2)": FourierMixer,                     # chapter 10: mixers without attention
+    "causal matrix": CausalFourierMatrix,            # chapter 10: an (L, L) matrix, L = block_size
+    "causal FFT conv": CausalLongConv,               # chapter 10
 }
 LOCAL_BENCH_N = 128          # block length of the local rows
 CHAPTER = {"per-head loop": 4, "batched": 4, "SDPA": 4, "nn.MultiheadAttention": 4, "direct Shaw": 7,
-           "skew": 8, "SDPA + relative bias": 8, "local skew": 9}     # where each implementation is explained
+           "skew": 8, "SDPA + relative bias": 8, "local skew": 9, "FNet (fft2)": 10, "causal matrix": 10,
+           "causal FFT conv": 10}                                      # where each implementation is explained
 
 
 def estimated_bytes(name: str, L: int, cfg: ModelConfig) -> int:
@@ -62,6 +67,12 @@ def estimated_bytes(name: str, L: int, cfg: ModelConfig) -> int:
         return 6 * L * L * hs * 4                  # a^K, a^V, their gradients, the einsum's copies
     if name == "local skew":
         return 8 * cfg.n_heads * L * 3 * LOCAL_BENCH_N * 4
+    if name == "FNet (fft2)":
+        return 8 * L * cfg.n_embd * 8              # complex64 spectra of (L, C) and their gradients
+    if name == "causal matrix":
+        return 4 * L * L * 4                       # M, tril(M) and their gradients
+    if name == "causal FFT conv":
+        return 8 * 2 * L * cfg.n_embd * 8          # complex spectra of length 2L per channel, and gradients
     return 8 * cfg.n_heads * L * L * 4             # scores, weights and their gradients
 
 

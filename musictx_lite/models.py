@@ -19,6 +19,7 @@ from .blocks import Block
 from .config import ModelConfig
 from .decoder import Decoder
 from .fill import VoiceFill
+from .fnet import CausalFourierMatrix, CausalLongConv, FourierMixer
 from .local import LocalAttention
 from .positions import LearnedPositions, SinusoidalPositions
 from .relative import ALiBi, RelativeGlobal, Rotary, ShawAttention
@@ -68,6 +69,11 @@ MODELS: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "rope": lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, rotary=Rotary(c))),   # chapter 7
     "alibi": lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, score_bias=ALiBi(c))),   # chapter 7
     "local": lambda cfg: Decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)),              # chapter 9
+    # chapter 10: no attention and no positions part. FNet's Fourier sublayer leaks (it mixes in the
+    # future); the causal matrix knows absolute positions, the causal conv relative offsets
+    "fnet": lambda cfg: Decoder(cfg, FourierMixer),
+    "fnet-matrix": lambda cfg: Decoder(cfg, CausalFourierMatrix),
+    "fnet-conv": lambda cfg: Decoder(cfg, CausalLongConv),
     "relative-voice": lambda cfg: Decoder(cfg, relative, VoiceEmbedding),                   # chapter 11
 }
 

@@ -65,10 +65,10 @@ class Profile:
         return TrainConfig(**{**self.train.__dict__, **over, **kw})
 
 
-# The decoders of chapters 6-9 share chapter 5's size in each profile: only positions and attention change
+# The decoders of chapters 6-10 share chapter 5's size in each profile: only positions and the mixer change
 # (and chapter 11's relative decoder with a voice embedding, which chapter 11 compares with "relative").
 CHAPTERS_6_9 = ("learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local",
-                "relative-voice")
+                "fnet", "fnet-matrix", "fnet-conv", "relative-voice")
 
 PROFILES = {
     "smoke": Profile(
@@ -81,7 +81,7 @@ PROFILES = {
         overrides={"lstm": {}, "lstm-attention": {}, "fill": dict(batch_size=64), "attention-unmasked": {},
                    "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
                    "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {},
-                   "relative-voice": {}},
+                   "fnet": {}, "fnet-matrix": {}, "fnet-conv": {}, "relative-voice": {}},
     ),
     "cpu": Profile(
         "cpu",

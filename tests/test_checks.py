@@ -16,7 +16,8 @@ from musictx_lite.training import TrainConfig
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
 NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)
-LEAKS = {"attention-unmasked"}          # chapter 3's deliberate leak
+LEAKS = {"attention-unmasked", "fnet"}          # chapter 3's deliberate leak, and FNet's (chapter 10)
+ROUNDING = {"fnet-conv"}     # causal up to float rounding: an FFT convolution's future terms cancel to ~1e-9
 
 
 def test_every_model_but_fill_is_a_next_token_model():
@@ -57,6 +58,8 @@ def test_gradient_probe_on_every_next_token_model(name):
     future = torch.ones(10, 10, dtype=torch.bool).triu(1)
     if name in LEAKS:
         assert (G[future] > 0).any()
+    elif name in ROUNDING:
+        assert (G[future] <= 1e-6 * G.max()).all() and (G.diagonal() > 0).all()
     else:
         assert (G[future] == 0).all() and (G.diagonal() > 0).all()
 
