@@ -9,6 +9,26 @@ os.environ.setdefault("MUSICTX_PROFILE", "smoke")   # inherited by the nbval ker
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# nbval runs every chapter with the model on a pretend accelerator (tests/virtual_device.py): each
+# kernel starts with IPYTHONDIR's startup file below, so a CPU tensor fed to a model on the
+# "device" fails as it would on Colab's CUDA, and every value is still computed for real.
+# MUSICTX_NBVAL_DEVICE=cpu runs the chapters on the plain CPU instead.
+VIRTUAL_DEVICE = "meta"   # its device type has the guard autograd needs on a CPU-only build; see virtual_device.py
+KERNEL_STARTUP = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+from virtual_device import VirtualDevice
+os.environ["MUSICTX_DEVICE"] = {VIRTUAL_DEVICE!r}    # train() and pick_device() choose the pretend accelerator
+VirtualDevice({VIRTUAL_DEVICE!r}).__enter__()
+"""
+if os.environ.get("MUSICTX_NBVAL_DEVICE", "virtual") == "virtual" and "IPYTHONDIR" not in os.environ:
+    import tempfile
+
+    _ipython = Path(tempfile.mkdtemp(prefix="musictx-ipython-"))
+    (_ipython / "profile_default" / "startup").mkdir(parents=True)
+    (_ipython / "profile_default" / "startup" / "00-virtual-device.py").write_text(KERNEL_STARTUP)
+    os.environ["IPYTHONDIR"] = str(_ipython)            # inherited by the nbval kernels
 # the official split is never committed: look beside the checkout, or where MUSICTX_JSB_PATH says
 JSB_CANDIDATES = [Path(os.environ.get("MUSICTX_JSB_PATH", "/nonexistent")),
                   ROOT.parent / "shared" / "data" / "jsb" / "Jsb16thSeparated.json",
