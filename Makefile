@@ -5,6 +5,9 @@ PYTHON ?= python3
 export PYTHON
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
+# chapter 11 reads the official JSB split: a copy beside the checkout saves the download (offline builds)
+MUSICTX_JSB_PATH ?= $(wildcard $(CURDIR)/../shared/data/jsb/Jsb16thSeparated.json)
+export MUSICTX_JSB_PATH
 
 .PHONY: book test env clean
 

@@ -97,6 +97,18 @@ def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
     return peak
 
 
+def peak_bytes(fn: Callable[[], None], device: torch.device | str = "cpu") -> int:
+    """Peak memory that ``fn`` allocates beyond what was live before it: CUDA's counters on a GPU,
+    the profiler's allocation events elsewhere."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        return torch.cuda.max_memory_allocated() - base
+    return _peak_cpu_bytes(fn)
+
+
 def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_heads: int = 4, batch: int = 1,
                     repeats: int = 3, device: str = "cpu", names: list[str] | None = None,
                     max_gib: float = 4.0, chapter: int | None = None) -> list[dict]:
@@ -137,13 +149,7 @@ def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_he
                 if device == "cuda":
                     torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
-            if device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-                step()
-                peak = torch.cuda.max_memory_allocated() - base
-            else:
-                peak = _peak_cpu_bytes(step)
+            peak = peak_bytes(step, device)
             rows.append({"impl": name, "L": L, "ms": 1000 * min(times), "MiB": peak / 2**20, "batch": batch,
                          "fits": True})
     return rows

@@ -6,8 +6,9 @@ Notebook: notebooks/00_music_as_tokens.ipynb
 once by ``scripts/build_chorales.py`` into ``musictx_lite/data/chorales.npz``
 (no network, no music21). ``load_jsb()`` reads the official split of
 Boulanger-Lewandowski et al. (2012), ``Jsb16thSeparated.json``, from a path or
-from a URL with a sha256 check and a local cache. ``load_data()`` picks one by
-the ``MUSICTX_DATA`` environment variable.
+from a URL with a sha256 check and a local cache (or from the local copy that
+``MUSICTX_JSB_PATH`` names, for machines without internet). ``load_data()``
+picks one by the ``MUSICTX_DATA`` environment variable.
 """
 from __future__ import annotations
 
@@ -106,10 +107,13 @@ def fetch(url: str, sha256: str, cache_dir: str | os.PathLike | None = None) -> 
     return target
 
 
-def load_jsb(source: str | os.PathLike = JSB_URL, sha256: str | None = JSB_SHA256,
+def load_jsb(source: str | os.PathLike | None = None, sha256: str | None = JSB_SHA256,
              cache_dir: str | os.PathLike | None = None) -> Splits:
-    """The official JSB split (Jsb16thSeparated.json) from a local path or a URL."""
-    src = str(source)
+    """The official JSB split (Jsb16thSeparated.json) from a local path or a URL.
+
+    ``source`` defaults to ``MUSICTX_JSB_PATH`` (a local copy) when that is set, else ``JSB_URL``.
+    """
+    src = str(source or os.environ.get("MUSICTX_JSB_PATH") or JSB_URL)
     if "://" in src:
         path = fetch(src, sha256 or "", cache_dir)
     else:

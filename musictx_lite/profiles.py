@@ -38,12 +38,13 @@ class Profile:
     sample_steps: int = 64             # 16th steps of music to generate
     notes: str = ""
     overrides: dict = field(default_factory=dict)   # per model name: ModelConfig / TrainConfig fields
+    comparison: dict = field(default_factory=dict)  # chapter 11: ModelConfig / TrainConfig fields for every model
 
     def __post_init__(self) -> None:
         if set(self.model) - MODEL_KEYS:
             raise ValueError(f"profile {self.name}: unknown model settings {sorted(set(self.model) - MODEL_KEYS)}; "
                              f"ModelConfig has {sorted(MODEL_KEYS)}")
-        for name, over in self.overrides.items():
+        for name, over in {**self.overrides, "comparison (chapter 11)": self.comparison}.items():
             unknown = set(over) - MODEL_KEYS - TRAIN_KEYS
             if unknown:
                 raise ValueError(f"profile {self.name}, model {name!r}: unknown settings {sorted(unknown)}; "
@@ -82,6 +83,7 @@ PROFILES = {
                    "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
                    "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {},
                    "fnet": {}, "fnet-matrix": {}, "fnet-conv": {}, "relative-voice": {}},
+        comparison=dict(eval_every=5),
     ),
     "cpu": Profile(
         "cpu",
@@ -104,6 +106,9 @@ PROFILES = {
             **{name: dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
                           lr=6e-3) for name in CHAPTERS_6_9},
         },
+        # chapter 11 trains 17 models within its 3 minutes: chapters 6-9's size for 120 steps
+        comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,
+                        eval_every=30, ckpt_every=120),
     ),
     "gpu": Profile(
         "gpu",
@@ -127,6 +132,8 @@ PROFILES = {
             **{name: dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
                           warmup_steps=100, eval_every=200, ckpt_every=200) for name in CHAPTERS_6_9},
         },
+        comparison=dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
+                        warmup_steps=100, eval_every=100, ckpt_every=200),
     ),
 }
 

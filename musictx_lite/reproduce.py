@@ -5,7 +5,8 @@ Notebook: notebooks/11_comparison.ipynb
 Huang et al. (2019), Table 2, report validation NLL on the JSB Chorales for a
 Transformer with absolute (sinusoidal) positions, 0.417, and with relative
 attention, 0.357 (their best model: 0.335). ``reproduce_jsb`` trains the
-book's versions on the official split at a profile's settings: ``sinusoidal``
+book's versions on the official split at a profile's comparison budget (the
+budget of every model in chapter 11, which runs on that split too): ``sinusoidal``
 (Vaswani et al.'s positions), ``relative`` (chapters 7-8) and
 ``relative-voice`` (relative attention and a voice embedding, ``voices.py``),
 and ``format_table`` prints them beside the paper with a verdict on the claim
@@ -17,15 +18,14 @@ from __future__ import annotations
 
 import os
 import textwrap
-from pathlib import Path
 
 import torch
 
+from .compare import train_compared
 from .data import Splits, load_jsb
-from .models import build_model, n_params
+from .models import n_params
 from .profiles import Profile, get_profile
 from .tasks import evaluate_nll
-from .training import train
 
 WIDTH = 88                      # the book's column
 # (model name, what it is): the absolute baseline first, then relative attention
@@ -42,25 +42,23 @@ NOTE = ("the paper's numbers come from its own model sizes, training budget and 
         "pieces, at this profile's small budget. Compare the ordering of the rows, not the values.")
 
 
-def reproduce_jsb(profile: Profile | str | None, out_dir: str | os.PathLike, data: Splits | None = None,
-                  device: torch.device | str | None = None, progress: bool = True) -> list[dict]:
-    """Train the models of ``JSB_MODELS`` on the official JSB split at ``profile``'s settings; score them.
+def reproduce_jsb(profile: Profile | str | None, out_dir: str | os.PathLike | None = None,
+                  data: Splits | None = None, device: torch.device | str | None = None, progress: bool = True) -> list[dict]:
+    """Train the models of ``JSB_MODELS`` on the official JSB split at ``profile``'s comparison budget
+    (``compare.budget``, the budget of chapter 11's table); score them.
 
     ``data`` defaults to ``load_jsb()`` (downloaded once, sha256-checked).
-    Each model's checkpoints go to ``out_dir/<model>``: an interrupted run
-    resumes where it stopped, and a finished one is only scored again. Returns
-    one dict per model: ``name``, ``params``, ``steps``, ``seconds`` (of
-    training), ``valid_nll`` and ``test_nll`` (``tasks.evaluate_nll``, nats per
-    token over whole pieces).
+    With ``out_dir``, each model's checkpoints go to ``out_dir/<model>``: an
+    interrupted run resumes where it stopped, and a finished one is only scored
+    again. Returns one dict per model: ``name``, ``params``, ``steps``,
+    ``seconds`` (of training), ``valid_nll`` and ``test_nll``
+    (``tasks.evaluate_nll``, nats per token over whole pieces).
     """
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     data = load_jsb() if data is None else data
     rows = []
     for name, _ in JSB_MODELS:
-        tcfg = p.train_config(name)
-        torch.manual_seed(tcfg.seed)                    # as `train --model NAME`: the same initial weights
-        model = build_model(name, p.model_config(name))
-        hist = train(model, data, tcfg, out_dir=Path(out_dir) / name, device=device, progress=progress)
+        model, hist = train_compared(name, data, p, out_dir, device, progress)   # as chapter 11's table
         rows.append({"name": name, "params": n_params(model), "steps": hist.step[-1] if hist.step else 0,
                      "seconds": hist.seconds, "valid_nll": evaluate_nll(model, data.valid),
                      "test_nll": evaluate_nll(model, data.test)})

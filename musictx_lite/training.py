@@ -66,7 +66,8 @@ class History:
     lr: list[float] = field(default_factory=list)
     eval_step: list[int] = field(default_factory=list)
     valid_nll: list[float] = field(default_factory=list)
-    seconds: float = 0.0
+    eval_seconds: list[float] = field(default_factory=list)   # training seconds at each eval (chapter 11)
+    seconds: float = 0.0               # training time: evaluations excluded, checkpoints included
     tokens: int = 0
 
     @property
@@ -111,6 +112,7 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     it and reaches exactly the state an uninterrupted run would have reached.
     A non-finite loss stops the run with FloatingPointError and leaves the last
     good checkpoint untouched. ``on_step(step, loss)`` is called after each step.
+    ``progress`` shows a bar and prints a line per evaluation; ``progress=False`` trains silently.
     """
     task = getattr(model, "task", None)
     if task is None:
@@ -193,9 +195,13 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             hist.lr.append(lr)
             hist.tokens += int((y != PAD).sum())
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
+                t_eval = time.perf_counter()
                 hist.valid_nll.append(task.evaluate(model, data.valid if step == cfg.max_steps else val))
+                t0 += time.perf_counter() - t_eval                     # evaluating is not training time
                 hist.eval_step.append(step)
-                bar.write(f"step {step:5d}  train loss {loss.item():.3f}  valid NLL {hist.valid_nll[-1]:.3f}")
+                hist.eval_seconds.append(time.perf_counter() - t0)
+                if progress:                                           # progress=False: silent
+                    bar.write(f"step {step:5d}  train loss {loss.item():.3f}  valid NLL {hist.valid_nll[-1]:.3f}")
             hist.seconds = time.perf_counter() - t0
             snapshot = rng()
             if step % cfg.ckpt_every == 0 or step == cfg.max_steps:

@@ -34,6 +34,8 @@ JSB_CANDIDATES = [Path(os.environ.get("MUSICTX_JSB_PATH", "/nonexistent")),
                   ROOT.parent / "shared" / "data" / "jsb" / "Jsb16thSeparated.json",
                   Path("/work/shared/data/jsb/Jsb16thSeparated.json")]
 JSB = next((p for p in JSB_CANDIDATES if p.exists()), JSB_CANDIDATES[1])
+if JSB.exists():
+    os.environ["MUSICTX_JSB_PATH"] = str(JSB)     # chapter 11's kernels load it without a download
 
 
 @pytest.fixture(scope="session")

@@ -123,3 +123,14 @@ def test_load_data_switch(jsb_path, monkeypatch):
     assert len(D.load_data().train) == 229
     monkeypatch.delenv("MUSICTX_DATA")
     assert len(D.load_data().train) == 197
+
+
+def test_load_jsb_default_source_is_the_local_copy_when_named(tmp_path, monkeypatch):
+    src = _jsb_json(tmp_path, {s: [[[60, 55, 52, 48]]] * 2 for s in D.SPLITS})
+    monkeypatch.setenv("MUSICTX_JSB_PATH", str(src))
+    assert len(D.load_jsb(sha256=None).valid) == 2                  # no download: the named file
+    with pytest.raises(ValueError, match="sha256"):
+        D.load_jsb()                                                # still checked against the official file
+    monkeypatch.setenv("MUSICTX_JSB_PATH", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        D.load_jsb()

@@ -76,3 +76,17 @@ def test_verdict_says_whether_absolute_is_worse(absolute, answer):
     table = format_table(rows)
     assert v in table.splitlines() and "valid NLL -0.020 against relative attention alone (better)" in table
     assert verdict(rows[1:]) == "verdict: needs the sinusoidal and relative rows"
+
+
+def test_reproduce_rows_are_chapter_11s_rows(first_run):
+    """`reproduce jsb` trains at the comparison budget: its rows equal `compare`'s for the same models."""
+    from musictx_lite.compare import compare
+
+    _, data, rows, _ = first_run
+    got = compare(data, "smoke", names=NAMES, device="cpu", n_pieces=1, n_steps=4, memory_length=32,
+                  verbose=False)
+    for r, c in zip(rows, got):
+        assert (r["name"], r["params"], r["steps"]) == (c["name"], c["params"], c["steps"])
+        assert r["valid_nll"] == pytest.approx(c["valid_nll"], abs=1e-6)
+        assert r["test_nll"] == pytest.approx(c["test_nll"], abs=1e-6)
+    assert "verdict" in format_table(got)                  # compare's rows print as the paper's table

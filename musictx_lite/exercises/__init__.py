@@ -15,5 +15,6 @@ from .ch7 import *  # noqa: F401,F403
 from .ch8 import *  # noqa: F401,F403
 from .ch9 import *  # noqa: F401,F403
 from .ch10 import *  # noqa: F401,F403
+from .ch11 import *  # noqa: F401,F403
 
 __all__ = [n for n in dir() if n.startswith("exercise_")] + ["AdditiveAttention"]

@@ -1,0 +1,205 @@
+"""Every next-token model of the book, side by side: one budget, one table, one set of measurements.
+
+Notebook: notebooks/11_comparison.ipynb
+
+``compare`` trains each model of ``COMPARED`` at the profile's ``comparison``
+budget (one width, context, batch, number of steps and learning rate for all),
+then measures what chapter 11's table shows: parameters, training tokens/s,
+peak memory of one training step at a long length, valid and test NLL, and
+sampling tokens/s. The samples it times are continuations of held-out
+chorales, which the chapter plays and scores with ``stats.chorale_stats``.
+
+``sampling_cost`` times one new token with the cache and by re-encoding, at
+several lengths: what dominates the cost of sampling.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .bench import peak_bytes
+from .config import ModelConfig
+from .data import Piece, Splits
+from .device import model_device, to_model
+from .models import build_model, n_params
+from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
+from .sample import generate, prompt_from
+from .tasks import evaluate_nll, evaluating, token_nll
+from .tokens import VOCAB_SIZE, decode
+from .training import History, TrainConfig, train
+
+# model name -> the chapter that built it, in the book's order
+COMPARED = {"lstm": 1, "lstm-attention": 1, "attention": 3, "attention-positions": 3, "multi-head": 4,
+            "transformer": 5, "transformer-post-ln": 5, "learned-positions": 6, "sinusoidal": 6, "shaw": 7,
+            "rope": 7, "alibi": 7, "relative": 8, "local": 9, "fnet-matrix": 10, "fnet-conv": 10,
+            "relative-voice": 11}
+# the registered models that are not next-token models one can sample from, and why
+LEFT_OUT = {"attention-unmasked": "sees the future (chapter 3)",
+            "fnet": "sees the future (chapter 10)",
+            "fill": "fills in a hidden voice, another task (chapter 2)"}
+# one layer deep, as chapters 1, 3 and 4 built them: the LSTMs, and the attention layers with no residual
+# block around them (stacked without residuals they were never meant to be)
+ONE_LAYER = ("lstm", "lstm-attention", "attention", "attention-positions", "multi-head")
+
+
+def budget(name: str, profile: Profile | str | None = None) -> tuple[ModelConfig, TrainConfig]:
+    """Model ``name``'s config and training budget in the comparison: the profile's ``comparison``
+    settings for every model; the models of ``ONE_LAYER`` stay one layer deep."""
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    if name not in COMPARED:
+        raise ValueError(f"{name!r} is not compared; compared: {list(COMPARED)}"
+                         + (f" ({name}: {LEFT_OUT[name]})" if name in LEFT_OUT else ""))
+    model = {**p.model, **{k: v for k, v in p.comparison.items() if k in MODEL_KEYS}}
+    if name in ONE_LAYER:
+        model["n_layers"] = 1
+    train = {**p.train.__dict__, **{k: v for k, v in p.comparison.items() if k in TRAIN_KEYS}}
+    return ModelConfig(**model), TrainConfig(**train)
+
+
+def train_compared(name: str, data: Splits, profile: Profile | str | None = None,
+                   out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
+                   progress: bool = False) -> tuple[torch.nn.Module, History]:
+    """Build model ``name`` from its seed and train it at its ``budget``; with ``out_dir``, checkpoints
+    go to ``out_dir/<name>`` and an interrupted run resumes. Returns the model and its History."""
+    mcfg, tcfg = budget(name, profile)
+    torch.manual_seed(tcfg.seed)                                         # the same initial weights each time
+    model = build_model(name, mcfg)
+    hist = train(model, data, tcfg, out_dir=None if out_dir is None else Path(out_dir) / name, device=device,
+                 progress=progress)
+    return model, hist
+
+
+def train_peak_mib(name: str, cfg: ModelConfig, length: int, device: torch.device | str = "cpu") -> float:
+    """Peak memory, MiB, of one training step (forward and backward, batch 1) of model ``name`` with
+    ``cfg`` at a context of ``length`` tokens, random weights and tokens."""
+    torch.manual_seed(0)
+    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "block_size": length})).to(device).train()
+    x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, length + 1)))  # (1, L + 1)
+
+    def step() -> None:
+        token_nll(model, x[:, :-1], x[:, 1:]).backward()
+
+    step()                                                               # warm-up: lazy allocations
+    model.zero_grad(set_to_none=True)
+    return peak_bytes(step, model_device(model)) / 2**20
+
+
+def samples(model: torch.nn.Module, pieces: list[Piece], prompt_steps: int, n_steps: int,
+            seed: int = 0) -> tuple[list[np.ndarray], float]:
+    """Continue the first ``prompt_steps`` steps of each piece by ``n_steps`` steps (with the cache).
+
+    Returns the generated parts only, as (n_steps, 4) grids, and the sampling speed in tokens per second.
+    """
+    grids, seconds = [], 0.0
+    for i, piece in enumerate(pieces):
+        prompt = prompt_from(piece, prompt_steps)
+        t0 = time.perf_counter()
+        tokens = generate(model, prompt, n_steps, seed=seed + i)
+        seconds += time.perf_counter() - t0
+        grids.append(decode(tokens)[prompt_steps:])                      # (n_steps, 4)
+    return grids, 4 * n_steps * len(pieces) / seconds
+
+
+def compare(data: Splits, profile: Profile | str | None = None, names: list[str] | None = None,
+            out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
+            n_pieces: int = 4, prompt_steps: int = 16, n_steps: int | None = None, memory_length: int = 2048,
+            progress: bool = False, verbose: bool = True) -> list[dict]:
+    """Train and measure each model of ``names`` (default: all of ``COMPARED``) at the comparison budget.
+
+    Per model, one dict: ``name``, ``chapter``, ``params``, ``steps``, ``seconds`` (of training), ``train_tok_s``,
+    ``peak_mib`` (``train_peak_mib`` at ``memory_length``), ``valid_nll`` and
+    ``test_nll`` (whole pieces), ``sample_tok_s``, ``samples`` (continuations of
+    the first ``prompt_steps`` steps of the first ``n_pieces`` test chorales by
+    ``n_steps`` steps, default the profile's ``sample_steps``), ``history`` and
+    ``model``. With ``out_dir`` each run keeps a checkpoint in ``out_dir/<name>``
+    and resumes from it. ``verbose`` prints one line per model, ``progress`` the training bars.
+    """
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    n_steps = p.sample_steps if n_steps is None else n_steps
+    pieces = data.test[:n_pieces]
+    if any(len(q.pitches) < prompt_steps for q in pieces):
+        raise ValueError(f"every prompt piece needs at least {prompt_steps} steps")
+    rows = []
+    for name in names or list(COMPARED):
+        model, hist = train_compared(name, data, p, out_dir, device, progress)
+        grids, speed = samples(model, pieces, prompt_steps, n_steps)
+        rows.append({"name": name, "chapter": COMPARED[name], "params": n_params(model),
+                     "steps": hist.step[-1], "seconds": hist.seconds, "train_tok_s": hist.tokens_per_s,
+                     "peak_mib": train_peak_mib(name, model.cfg, memory_length, model_device(model)),
+                     "valid_nll": hist.final_nll, "test_nll": evaluate_nll(model, data.test),
+                     "sample_tok_s": speed, "samples": grids, "history": hist, "model": model})
+        if verbose:
+            print(f"{name:>19s} (chapter {COMPARED[name]:2d}): {hist.step[-1]} steps in {hist.seconds:5.1f} s, "
+                  f"valid NLL {hist.final_nll:.3f}", flush=True)
+    return rows
+
+
+def format_comparison(rows: list[dict], memory_length: int = 2048) -> str:
+    """The chapter's table, in the book's 88 columns: one line per model, best valid NLL first."""
+    head = (f"{'ch':>2s}  {'model':<19s} {'params':>7s} {'train tok/s':>11s} {f'MiB @{memory_length}':>9s} "
+            f"{'valid':>6s} {'test':>6s} {'sample tok/s':>12s}")
+    lines = [head, "-" * len(head)]
+    for r in sorted(rows, key=lambda r: r["valid_nll"]):
+        lines.append(f"{r['chapter']:>2d}  {r['name']:<19s} {r['params']:7,d} {r['train_tok_s']:11,.0f} "
+                     f"{r['peak_mib']:9,.0f} {r['valid_nll']:6.3f} {r['test_nll']:6.3f} "
+                     f"{r['sample_tok_s']:12,.0f}")
+    return "\n".join(lines)
+
+
+def plot_nll_vs_time(histories: dict[str, History], baseline: float | None = None, ax=None):
+    """Valid NLL against training seconds, one line per run (20 distinct colours, then dashes)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 4.5))
+    colours = plt.get_cmap("tab20").colors
+    for i, (name, h) in enumerate(histories.items()):
+        ax.plot(h.eval_seconds, h.valid_nll, marker="o", ms=3, color=colours[i % 20], ls="-" if i < 20 else "--",
+                label=f"{name} ({h.final_nll:.3f})")
+    if baseline is not None:
+        ax.axhline(baseline, color="k", ls=":", lw=1, label=f"best baseline ({baseline:.3f})")
+    ax.set(xlabel="training time (s, this machine)", ylabel="valid NLL (nats/token)",
+           title="validation NLL against wall-clock training time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return ax
+
+
+@torch.no_grad()
+def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repeats: int = 3,
+                  device: torch.device | str = "cpu") -> list[dict]:
+    """Milliseconds to get the logits of one new token after ``t`` tokens, for each ``t`` of ``lengths``:
+    with the cache (one call on the newest token; the prefix is in the cache) and by re-encoding (one call
+    on all ``t`` tokens). Random weights, a context of ``max(lengths)``; best of ``repeats``."""
+    T = max(lengths)
+    torch.manual_seed(0)
+    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "block_size": T})).to(device)
+    x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, T)))           # (1, T)
+    sync = torch.cuda.synchronize if model_device(model).type == "cuda" else (lambda: None)
+
+    def timed(fn) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            ready = fn()                                                 # untimed preparation
+            sync()
+            t0 = time.perf_counter()
+            ready()
+            sync()
+            best = min(best, time.perf_counter() - t0)
+        return 1000 * best
+
+    rows = []
+    with evaluating(model):
+        for t in lengths:
+            def cached():
+                cache = model.new_cache()
+                model(x[:, : t - 1], cache=cache)                        # the prefix, once
+                return lambda: model(x[:, t - 1: t], cache=cache)        # (1, 1, V): the new token
+            row = {"model": name, "t": t, "re-encoded": timed(lambda: lambda: model(x[:, :t]))}
+            row["cached"] = timed(cached) if getattr(model, "cacheable", False) and t > 1 else float("nan")
+            rows.append(row)
+    return rows

@@ -1,0 +1,105 @@
+"""Chapter 11 exercises: is a difference between two models real, a cost model of sampling, and what
+the temperature does to the musical statistics.
+
+Notebook: notebooks/11_comparison.ipynb
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch.nn as nn
+
+from ..data import Piece
+from ..sample import generate, prompt_from
+from ..stats import chorale_stats
+from ..tasks import evaluate_nll
+from ..tokens import decode, encode
+
+__all__ = ["piece_nlls", "paired_bootstrap", "fit_cost", "sample_ms", "predicted_speedup", "exercise_11_1",
+           "exercise_11_2", "exercise_11_3"]
+
+
+def piece_nlls(model: nn.Module, pieces: list[Piece]) -> tuple[np.ndarray, np.ndarray]:
+    """Summed NLL (nats) and number of scored tokens of each piece, each scored by ``evaluate_nll``."""
+    counts = np.array([len(encode(p.pitches)) - 1 for p in pieces])
+    return np.array([evaluate_nll(model, [p]) for p in pieces]) * counts, counts
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, counts: np.ndarray, n: int = 2000,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """NLL per token of model a minus model b over the pieces, and a 95% bootstrap interval.
+
+    ``a``, ``b``: summed NLL per piece of the two models, on the same pieces; ``counts``: tokens per
+    piece. Each resample draws pieces with replacement and keeps both models' scores of a piece
+    together (paired), so what a piece makes hard for both cancels.
+    """
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(counts), (n, len(counts)))                 # (n, pieces)
+    diffs = (a[idx] - b[idx]).sum(1) / counts[idx].sum(1)                # (n,)
+    lo, hi = np.quantile(diffs, [0.025, 0.975])
+    return float((a - b).sum() / counts.sum()), float(lo), float(hi)
+
+
+def exercise_11_1(model_a: nn.Module, model_b: nn.Module, pieces: list[Piece], names=("a", "b"),
+                  n: int = 2000) -> dict:
+    """Is model a's valid NLL really different from model b's? A paired bootstrap over pieces."""
+    (sa, counts), (sb, _) = piece_nlls(model_a, pieces), piece_nlls(model_b, pieces)
+    diff, lo, hi = paired_bootstrap(sa, sb, counts, n)
+    real = lo > 0 or hi < 0
+    print(f"{names[0]} - {names[1]}: {diff:+.3f} nats/token, 95% interval [{lo:+.3f}, {hi:+.3f}] over "
+          f"{len(pieces)} pieces: {'a real difference' if real else 'not separated by these pieces'}")
+    return {"diff": diff, "low": lo, "high": hi, "real": real}
+
+
+def fit_cost(rows: list[dict], mode: str, degree: int) -> tuple[float, float, float]:
+    """Least-squares fit of ms per new token = a + b t (+ c t^2 for ``degree`` 2) to
+    ``compare.sampling_cost`` rows; returns (a, b, c), c = 0 for degree 1."""
+    t = np.array([r["t"] for r in rows], dtype=float)
+    ms = np.array([r[mode] for r in rows], dtype=float)
+    coef = np.polyfit(t, ms, degree)[::-1]                              # a, b[, c]
+    return tuple(float(v) for v in np.pad(coef, (0, 3 - len(coef))))
+
+
+def sample_ms(fit: tuple[float, float, float], n_tokens: int) -> float:
+    """Milliseconds to sample ``n_tokens`` tokens: the sum over t = 1 .. n of a + b t + c t^2."""
+    a, b, c = fit
+    n = n_tokens
+    return n * a + b * n * (n + 1) / 2 + c * n * (n + 1) * (2 * n + 1) / 6
+
+
+def predicted_speedup(cached: tuple[float, float, float], reencoded: tuple[float, float, float],
+                      n_tokens: int) -> float:
+    """Time to sample ``n_tokens`` tokens by re-encoding over the time with the cache, from the two fits."""
+    return sample_ms(reencoded, n_tokens) / sample_ms(cached, n_tokens)
+
+
+def exercise_11_2(rows: list[dict], lengths=(256, 1024, 4096)) -> dict:
+    """Fit the cost of one new token with the cache (a + b t: one query against t keys) and by
+    re-encoding (a + b t + c t^2: t tokens through the network, t^2 attention scores); say which term
+    dominates at each length, and predict the speed-up of whole samples."""
+    fits = {"cached": fit_cost(rows, "cached", 1), "re-encoded": fit_cost(rows, "re-encoded", 2)}
+    for mode, (a, b, c) in fits.items():
+        print(f"{mode:>10s}: {a:7.3f} ms + {1e3 * b:7.3f} us * t + {1e6 * c:7.4f} ns * t^2")
+        for t in (16, 256, 1024):
+            terms = np.array([a, b * t, c * t * t])
+            share = np.abs(terms) / np.abs(terms).sum()
+            print(f"{'':12s}t = {t:4d}: constant {share[0]:4.0%}, linear {share[1]:4.0%}, "
+                  f"quadratic {share[2]:4.0%}")
+    out = {n: predicted_speedup(fits["cached"], fits["re-encoded"], n) for n in lengths}
+    for n, x in out.items():
+        print(f"predicted speed-up for {n:5d} tokens: {x:5.1f}x")
+    return {"fits": fits, "speedup": out}
+
+
+def exercise_11_3(model: nn.Module, pieces: list[Piece], temperatures=(0.5, 1.0, 1.5), prompt_steps: int = 16,
+                  n_steps: int = 64) -> dict:
+    """Musical statistics of continuations sampled at several temperatures (one per piece and temperature)."""
+    out = {}
+    for temp in temperatures:
+        grids = [decode(generate(model, prompt_from(p, prompt_steps), n_steps, temperature=temp, seed=i))
+                 [prompt_steps:] for i, p in enumerate(pieces)]
+        out[temp] = chorale_stats(grids)
+    keys = list(next(iter(out.values())))
+    print(f"{'temperature':>11s} " + " ".join(f"{k:>17s}" for k in keys))
+    for temp, row in out.items():
+        print(f"{temp:11.2f} " + " ".join(f"{row[k]:17.3f}" for k in keys))
+    return out

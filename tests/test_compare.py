@@ -1,0 +1,123 @@
+"""Chapter 11's comparison: which models, at which budget, and what `compare` measures."""
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from musictx_lite import ModelConfig, build_model, evaluate_nll, train
+from musictx_lite import compare as C
+from musictx_lite.checks import is_causal
+from musictx_lite.models import MODELS
+from musictx_lite.profiles import PROFILES, Profile
+from musictx_lite.tasks import NEXT_TOKEN
+from musictx_lite.training import TrainConfig
+
+TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32)
+
+
+def test_every_registered_model_is_compared_or_left_out_for_a_reason():
+    assert set(C.COMPARED) | set(C.LEFT_OUT) == set(MODELS)
+    assert not set(C.COMPARED) & set(C.LEFT_OUT)
+    for name in C.COMPARED:                       # next-token models that never see the future
+        torch.manual_seed(0)
+        model = build_model(name, TINY)
+        assert model.task is NEXT_TOKEN and is_causal(model), name
+    for name in ("attention-unmasked", "fnet"):   # left out because they leak
+        assert not is_causal(build_model(name, TINY)), name
+    assert build_model("fill", TINY).task is not NEXT_TOKEN
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_one_budget_for_every_model(profile):
+    p = PROFILES[profile]
+    budgets = {name: C.budget(name, p) for name in C.COMPARED}
+    assert len({repr(t) for _, t in budgets.values()}) == 1          # the same steps, batch, schedule
+    for name, (m, _) in budgets.items():
+        ref = budgets["relative"][0]
+        assert (m.n_embd, m.n_heads, m.block_size, m.dropout) == (ref.n_embd, ref.n_heads, ref.block_size,
+                                                                    ref.dropout)
+        assert m.n_layers == (1 if name in C.ONE_LAYER else ref.n_layers)
+    m, t = budgets["relative"]
+    for key, value in p.comparison.items():                         # the comparison settings win
+        assert getattr(m if hasattr(m, key) else t, key) == value
+
+
+def test_budget_errors_name_the_reason():
+    with pytest.raises(ValueError, match="sees the future"):
+        C.budget("fnet", "smoke")
+    with pytest.raises(ValueError, match="not compared"):
+        C.budget("no-such-model", "smoke")
+    with pytest.raises(ValueError, match="unknown settings.*n_embed"):
+        Profile("x", model={}, train=TrainConfig(), comparison={"n_embed": 64})
+
+
+@pytest.fixture(scope="module")
+def rows(chorales):
+    return C.compare(chorales, "smoke", names=["lstm", "relative"], device="cpu", n_pieces=2, n_steps=8,
+                     memory_length=64, verbose=False)
+
+
+def test_compare_measures_each_model(rows, chorales):
+    assert [r["name"] for r in rows] == ["lstm", "relative"]
+    for r in rows:
+        hist = r["history"]
+        assert r["chapter"] == C.COMPARED[r["name"]] and hist.step[-1] == 20
+        assert r["valid_nll"] == pytest.approx(evaluate_nll(r["model"], chorales.valid), abs=1e-5)
+        assert r["test_nll"] == pytest.approx(evaluate_nll(r["model"], chorales.test), abs=1e-5)
+        assert r["valid_nll"] < math.log(54)                         # it learned something
+        assert r["train_tok_s"] > 0 and r["sample_tok_s"] > 0 and r["peak_mib"] > 0
+        assert len(r["samples"]) == 2 and all(g.shape == (8, 4) for g in r["samples"])
+        assert len(hist.eval_seconds) == len(hist.eval_step) == 4    # eval_every 5 of 20 steps
+        assert np.all(np.diff(hist.eval_seconds) > 0) and hist.eval_seconds[-1] <= hist.seconds + 1e-9
+    text = C.format_comparison(rows, 64)
+    assert max(len(line) for line in text.splitlines()) <= 88 and "MiB @64" in text
+    lines = text.splitlines()[2:]
+    best = min(rows, key=lambda r: r["valid_nll"])["name"]
+    assert best in lines[0]                                          # best first
+
+
+def test_samples_continue_the_prompts(rows, chorales):
+    model = rows[1]["model"]
+    grids, speed = C.samples(model, chorales.test[:2], prompt_steps=4, n_steps=3)
+    assert [g.shape for g in grids] == [(3, 4), (3, 4)] and speed > 0
+    with pytest.raises(ValueError, match="at least 10000 steps"):
+        C.compare(chorales, "smoke", names=["lstm"], prompt_steps=10000)
+
+
+def test_training_time_excludes_evaluation(chorales):
+    torch.manual_seed(0)
+    model = build_model("lstm", TINY)
+    cfg = TrainConfig(batch_size=4, max_steps=6, eval_every=1, ckpt_every=6, warmup_steps=1)
+    t0 = time.perf_counter()
+    hist = train(model, chorales, cfg, device="cpu", progress=False)
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    evaluate_nll(model, chorales.valid)
+    one_eval = time.perf_counter() - t1
+    assert hist.seconds < wall - 3 * one_eval                         # six evaluations ran, not counted
+
+
+def test_peak_memory_grows_with_the_attention_matrix():
+    cfg = C.budget("relative", "smoke")[0]
+    short, long = (C.train_peak_mib("relative", cfg, L) for L in (128, 512))
+    assert long > 4 * short                                           # (L, L) scores: 16x as many
+    lstm = C.budget("lstm", "smoke")[0]
+    assert C.train_peak_mib("lstm", lstm, 512) < long
+
+
+def test_sampling_cost_rows():
+    cost = C.sampling_cost("relative", C.budget("relative", "smoke")[0], (4, 16, 64), repeats=2)
+    assert [c["t"] for c in cost] == [4, 16, 64]
+    for c in cost:
+        assert c["cached"] > 0 and c["re-encoded"] > 0
+
+
+def test_plot_nll_vs_time_labels_every_run(rows):
+    import matplotlib.pyplot as plt
+
+    ax = C.plot_nll_vs_time({r["name"]: r["history"] for r in rows}, baseline=1.0)
+    labels = ax.get_legend_handles_labels()[1]
+    assert len(labels) == 3 and labels[0].startswith("lstm (") and "baseline" in labels[2]
+    plt.close("all")

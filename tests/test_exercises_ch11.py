@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+import torch
+
+from musictx_lite import ModelConfig, build_model, evaluate_nll
+from musictx_lite.exercises import exercise_11_1, exercise_11_2, exercise_11_3
+from musictx_lite.exercises.ch11 import fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
+
+TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=32)
+
+
+def test_piece_nlls_add_up_to_evaluate_nll(chorales):
+    torch.manual_seed(0)
+    model = build_model("relative", TINY)
+    pieces = chorales.valid[:5]
+    sums, counts = piece_nlls(model, pieces)
+    assert sums.shape == counts.shape == (5,)
+    assert sums.sum() / counts.sum() == pytest.approx(evaluate_nll(model, pieces), rel=1e-6)
+
+
+def test_paired_bootstrap():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(50, 200, 30)
+    b = rng.uniform(0.5, 2.0, 30) * counts
+    assert paired_bootstrap(b, b, counts) == (0.0, 0.0, 0.0)
+    diff, lo, hi = paired_bootstrap(b + 0.1 * counts, b, counts)      # 0.1 nats per token worse, everywhere
+    assert diff == pytest.approx(0.1) and lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
+    noisy = b + rng.normal(0.05, 0.3, 30) * counts
+    diff, lo, hi = paired_bootstrap(noisy, b, counts)
+    assert lo < diff < hi and hi - lo > 0.05
+
+
+def test_exercise_11_1_same_model_is_no_difference(chorales):
+    torch.manual_seed(0)
+    model = build_model("lstm", TINY)
+    out = exercise_11_1(model, model, chorales.valid[:4], n=200)
+    assert out["diff"] == 0 and not out["real"]
+
+
+def test_cost_fit_and_predicted_speedup():
+    rows = [{"t": t, "cached": 0.5 + 0.001 * t, "re-encoded": 0.2 + 0.01 * t + 1e-4 * t * t}
+            for t in (16, 64, 256, 1024)]
+    assert fit_cost(rows, "re-encoded", 2) == pytest.approx((0.2, 0.01, 1e-4), rel=1e-6)
+    assert fit_cost(rows, "cached", 1) == pytest.approx((0.5, 0.001, 0.0), rel=1e-6, abs=1e-12)
+    assert sample_ms((1.0, 2.0, 3.0), 3) == pytest.approx(sum(1 + 2 * t + 3 * t * t for t in (1, 2, 3)))
+    assert predicted_speedup((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 9) == pytest.approx(5.0)   # (n + 1) / 2
+    out = exercise_11_2(rows, lengths=(16, 4096))
+    assert out["speedup"][4096] > out["speedup"][16]
+
+
+def test_exercise_11_3_statistics_per_temperature(chorales):
+    torch.manual_seed(0)
+    model = build_model("relative", TINY)
+    out = exercise_11_3(model, chorales.test[:2], temperatures=(0.5, 2.0), prompt_steps=4, n_steps=8)
+    assert list(out) == [0.5, 2.0]
+    for row in out.values():
+        assert set(row) == {"parallel_fifths", "parallel_octaves", "crossings", "out_of_range",
+                            "interval_distance"}
+        assert all(0 <= v <= 1 for v in row.values())
