@@ -30,11 +30,12 @@ if os.environ.get("MUSICTX_NBVAL_DEVICE", "virtual") == "virtual" and "IPYTHONDI
     (_ipython / "profile_default" / "startup" / "00-virtual-device.py").write_text(KERNEL_STARTUP)
     os.environ["IPYTHONDIR"] = str(_ipython)            # inherited by the nbval kernels
 # the official split is never committed: look beside the checkout, or where MUSICTX_JSB_PATH says
-JSB_CANDIDATES = [Path(os.environ.get("MUSICTX_JSB_PATH", "/nonexistent")),
-                  ROOT.parent / "shared" / "data" / "jsb" / "Jsb16thSeparated.json",
-                  Path("/work/shared/data/jsb/Jsb16thSeparated.json")]
-JSB = next((p for p in JSB_CANDIDATES if p.exists()), JSB_CANDIDATES[1])
-if JSB.exists():
+# (an empty MUSICTX_JSB_PATH, as make exports when ../shared is absent, names nothing)
+JSB_CANDIDATES = [Path(p) for p in (os.environ.get("MUSICTX_JSB_PATH") or "/nonexistent",
+                                    ROOT.parent / "shared" / "data" / "jsb" / "Jsb16thSeparated.json",
+                                    "/work/shared/data/jsb/Jsb16thSeparated.json")]
+JSB = next((p for p in JSB_CANDIDATES if p.is_file()), JSB_CANDIDATES[1])
+if JSB.is_file():
     os.environ["MUSICTX_JSB_PATH"] = str(JSB)     # chapter 11's kernels load it without a download
 
 
@@ -47,6 +48,6 @@ def chorales():
 
 @pytest.fixture(scope="session")
 def jsb_path() -> Path:
-    if not JSB.exists():
+    if not JSB.is_file():
         pytest.skip(f"official JSB file not present at {JSB}")
     return JSB

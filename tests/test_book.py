@@ -37,10 +37,15 @@ def code_cells(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_first_code_cell_installs_from_the_configured_repository(path):
+    """Colab installs the release that musictx_lite.__version__ names (tag v<version>), from the one URL."""
+    import musictx_lite
+
     cfg = config()["repository"]
     first = "".join(code_cells(path)[0]["source"])
-    assert f'"musictx-lite @ git+{cfg["url"]}@{cfg["branch"]}"' in first
+    assert f'"musictx-lite @ git+{cfg["url"]}@v{musictx_lite.__version__}"' in first, \
+        f"{path.name}: the install cell must pin v{musictx_lite.__version__} (python scripts/set_version.py)"
     assert 'if "google.colab" in sys.modules:' in first and "mtx.setup()" in first
+    assert "else:" in first and "Not on Colab" in first, "outside Colab the cell says what it does"
     assert "torch" not in first.split("import musictx_lite")[0].replace("torch and numpy", "")
 
 

@@ -1,0 +1,89 @@
+"""Generate the student notebooks from the chapters: never edit them by hand.
+
+    python scripts/student_notebooks.py [--out notebooks/students] [--check]
+
+A student notebook is its chapter with the reference solutions taken out: every code cell that calls
+``exercise_<chapter>_<n>(...)`` is removed, every output is cleared, and the "Your solution here."
+cells stay, with the checker to call where the exercise asks for code. The committed copies in
+``notebooks/students`` are what the Colab links of the book and the lecturer's guide open;
+``--check`` (and tests/test_students.py) fails when they differ from what this script makes.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = re.compile(r"\bexercise_\d+_\d+\(")
+NOTE = ("> **Student version.** This notebook is generated from the book's chapter by "
+        "`scripts/student_notebooks.py`, without the reference solutions of the exercises. Write yours in "
+        "the empty cells; where an exercise asks for code, the cell names a checker from "
+        "`musictx_lite.checkers` that tests your answer.")
+# the book's paragraph at the top of the exercises points at the hidden solutions: not here
+BOOK_PARAGRAPH = re.compile(r"Try each exercise in the empty cell under it\..*?(?=\n\n|$)", re.S)
+STUDENT_PARAGRAPH = ("Try each exercise in the empty cell under it. Where an exercise asks for code, the cell\n"
+                     "names a checker that tests your answer; the reference solutions are in the book.")
+
+
+def is_solution(cell: dict) -> bool:
+    """A code cell that runs a reference solution (``exercise_5_1()`` and the like)."""
+    return cell["cell_type"] == "code" and bool(SOLUTION.search("".join(cell["source"])))
+
+
+def student_version(nb: dict) -> dict:
+    """The chapter ``nb`` without solution cells, without outputs, with a note under the title."""
+    out = copy.deepcopy(nb)
+    cells = []
+    for cell in out["cells"]:
+        if is_solution(cell):
+            continue
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        else:
+            cell["source"] = BOOK_PARAGRAPH.sub(STUDENT_PARAGRAPH, "".join(cell["source"]))
+        cells.append(cell)
+    import nbformat
+
+    note = nbformat.from_dict({"cell_type": "markdown", "id": "student-version", "metadata": {}, "source": NOTE})
+    out["cells"] = cells[:1] + [note] + cells[1:]
+    return out
+
+
+def dumps(nb) -> str:
+    import nbformat
+
+    return nbformat.writes(nbformat.from_dict(nb)) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "notebooks" / "students")
+    ap.add_argument("--check", action="store_true", help="fail if a committed student notebook is stale")
+    ap.add_argument("chapters", nargs="*", type=Path, help="default: notebooks/*.ipynb")
+    args = ap.parse_args(argv)
+    import nbformat
+
+    chapters = args.chapters or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    stale = []
+    for path in chapters:
+        text = dumps(student_version(nbformat.read(path, as_version=4)))
+        target = args.out / path.name
+        if args.check:
+            if not target.exists() or target.read_text() != text:
+                stale.append(target)
+            continue
+        args.out.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        print(f"wrote {target}")
+    if stale:
+        print("error: stale student notebooks (run python scripts/student_notebooks.py): "
+              + ", ".join(str(p) for p in stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The classroom edition's notebooks: hidden solutions in the book, generated student notebooks."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import student_notebooks as sn  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def cells(path):
+    return nbformat.read(path, as_version=4).cells
+
+
+def exercises(nb_cells) -> list[str]:
+    md = "\n".join(c.source for c in nb_cells if c.cell_type == "markdown")
+    return re.findall(r"admonition\} Exercise (\d+\.\d+):", md)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_book_hides_every_reference_solution_behind_a_toggle(path):
+    solutions = [c for c in cells(path) if sn.is_solution(c)]
+    assert len(solutions) == len(exercises(cells(path))) > 0
+    for c in solutions:
+        assert "hide-cell" in c.metadata.get("tags", []), f"{path.name}: tag solution cell {c.id} hide-cell"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_book_links_the_student_version_in_colab(path):
+    import yaml
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    slug = repo["url"].split("github.com/")[1]
+    url = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/notebooks/students/{path.name}"
+    md = "\n".join(c.source for c in cells(path) if c.cell_type == "markdown")
+    assert f"]({url})" in md
+
+
+def test_committed_student_notebooks_are_the_generated_ones():
+    """Edited by hand, or a chapter changed without regenerating: fail with the command to run."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "student_notebooks.py"), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in (ROOT / "notebooks" / "students").glob("*.ipynb")) == [p.name for p in CHAPTERS]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_student_version_has_no_solutions_and_no_outputs_but_every_exercise(path):
+    book = cells(path)
+    student = sn.student_version(nbformat.read(path, as_version=4)).cells
+    src = "\n".join(c.source for c in student)
+    assert not re.search(r"exercise_\d+_\d+\(", src) and "musictx_lite.exercises import" not in src
+    assert all(not c.outputs and c.execution_count is None for c in student if c.cell_type == "code")
+    assert exercises(student) == exercises(book)
+    empty = [c for c in student if c.cell_type == "code" and c.source.startswith("# Your solution")]
+    assert len(empty) == len(exercises(book))
+    assert "hidden in the cell" not in src and "Student version" in student[1].source
+    # everything else is the chapter, in order
+    kept = [c.source for c in book if not sn.is_solution(c)]
+    assert [c.source for c in student if c.get("id") != "student-version"][:5] == kept[:5]
+    assert len(student) == len(kept) + 1
+
+
+def test_student_version_of_a_planted_chapter():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 1. T"),
+        nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output("stream", text="1")],
+                                  execution_count=3),
+        nbformat.v4.new_markdown_cell("## Exercises\n\nTry each exercise in the empty cell under it. Hidden.\n\nX"),
+        nbformat.v4.new_code_cell("# Your solution here."),
+        nbformat.v4.new_code_cell("from musictx_lite.exercises import exercise_1_1\nexercise_1_1();"),
+    ])
+    out = sn.student_version(nb).cells
+    assert [c.cell_type for c in out] == ["markdown", "markdown", "code", "markdown", "code"]
+    assert out[2].outputs == [] and out[2].execution_count is None
+    assert "Hidden" not in out[3].source and out[3].source.endswith("\n\nX")
+    assert nb.cells[1].outputs, "the chapter itself is not modified"
