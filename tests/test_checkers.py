@@ -1,0 +1,415 @@
+"""The self-checks for the exercises (musictx_lite/checkers.py): every reference solution passes,
+and planted wrong answers fail with a line that names the problem, never with an exception."""
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from musictx_lite import ModelConfig, build_model, checkers
+from musictx_lite.attention import Head, MultiHeadAttention, attention, causal_mask
+from musictx_lite.checkers import CHECKERS, checkers_for
+from musictx_lite.exercises import ch1, ch3, ch4, ch5, ch6, ch9, ch10, ch11
+from musictx_lite.fnet import causal_fft_conv
+from musictx_lite.positions import LearnedPositions
+from musictx_lite.relative import skew
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import VIRTUAL_DEVICE  # noqa: E402
+from virtual_device import VirtualDevice  # noqa: E402
+
+# the exercises whose text asks for a function or a module
+WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
+             "11.1", "11.2"]
+
+
+def run(capsys, key: str, *args, **kwargs) -> tuple[bool, str]:
+    """Run checker ``key``; return its result and what it printed."""
+    ok = CHECKERS[key](*args, **kwargs)
+    return ok, capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- correct answers
+
+def _renormalise(w):
+    z = w * torch.ones_like(w, dtype=torch.bool).tril()
+    return z / z.sum(-1, keepdim=True)
+
+
+def _mha_einsum(mha, x, scale=True, mask=True):
+    nh, (B, T, C) = mha.n_heads, x.shape
+    hs = C // nh
+    q, k, v = torch.einsum("btc,snhc->sbnth", x, mha.qkv.weight.view(3, nh, hs, C))
+    s = torch.einsum("bnih,bnjh->bnij", q, k) / (math.sqrt(hs) if scale else 1)
+    if mask:
+        s = s.masked_fill(~causal_mask(T), float("-inf"))
+    y = torch.einsum("bnij,bnjh->bnih", s.softmax(-1), v)
+    return torch.einsum("bnth,onh->bto", y, mha.proj.weight.view(C, nh, hs)) + mha.proj.bias
+
+
+def _skew_unmasked(rel):
+    L = rel.shape[0]
+    x = F.pad(F.pad(rel, (0, 1)).flatten(), (0, L - 1)).reshape(L + 1, 2 * L - 1)
+    return x[:L, L - 1:]
+
+
+REFERENCES = {
+    "1.1": (ch1.AdditiveAttention,), "3.1": (ch3.PeekHead,), "3.2": (_renormalise,), "4.1": (_mha_einsum,),
+    "4.2": (ch4.GroupedQueryAttention,), "5.1": (ch5.RMSNorm,), "6.3": (ch6.VoicePositions,),
+    "8.1": (skew, _skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
+    "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
+    "11.1": (ch11.paired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
+}
+
+
+def test_checkers_cover_exactly_the_exercises_that_ask_for_code():
+    assert sorted(CHECKERS, key=lambda k: tuple(map(int, k.split(".")))) == WITH_CODE
+    assert sorted(REFERENCES) == sorted(WITH_CODE)
+    for key, fn in CHECKERS.items():
+        assert fn.__name__ == "check_" + key.replace(".", "_") and fn.__doc__.startswith(f"Exercise {key}:")
+        assert getattr(checkers, fn.__name__) is fn and fn.__name__ in checkers.__all__
+
+
+def test_checkers_for_a_chapter():
+    assert checkers_for(9) == ["check_9_1", "check_9_2", "check_9_3"]
+    assert checkers_for(10) == ["check_10_1", "check_10_2", "check_10_3"]
+    assert checkers_for(0) == [] and checkers_for(7) == []
+    assert sum(len(checkers_for(c)) for c in range(12)) == len(CHECKERS)
+    for bad in (12, -1, "5", 5.0):
+        with pytest.raises(ValueError, match="chapter must be an integer from 0 to 11"):
+            checkers_for(bad)
+
+
+@pytest.mark.parametrize("key", WITH_CODE)
+def test_the_reference_solution_passes(capsys, key):
+    ok, out = run(capsys, key, *REFERENCES[key])
+    assert ok is True
+    name = "check_" + key.replace(".", "_")
+    assert out.startswith(f"{name}: pass (") and out.count("\n") == 1, out
+
+
+def test_reference_details_in_the_pass_line(capsys):
+    assert "equals the reference AdditiveAttention" in run(capsys, "1.1", ch1.AdditiveAttention)[1]
+    assert "n_groups = n_heads equals MultiHeadAttention" in run(capsys, "4.2", ch4.GroupedQueryAttention)[1]
+    assert "not causal" in run(capsys, "3.1", ch3.PeekHead)[1]
+    assert "unmasked" not in run(capsys, "8.1", skew)[1]                   # the second function is optional
+    assert "speed-up" not in run(capsys, "11.2", ch11.fit_cost)[1]
+
+
+# ----------------------------------------------------------------------------- planted mistakes
+
+class NoMask(ch1.AdditiveAttention):
+    def forward(self, h):
+        e = self.v(torch.tanh(self.W1(h)[:, :, None] + self.W2(h)[:, None, :])).squeeze(-1)
+        a = F.softmax(e, dim=-1)
+        return a @ h, a
+
+
+class ColumnSoftmax(ch1.AdditiveAttention):
+    def forward(self, h):
+        e = self.v(torch.tanh(self.W1(h)[:, :, None] + self.W2(h)[:, None, :])).squeeze(-1)
+        a = F.softmax(e.masked_fill(~causal_mask(h.shape[1]), float("-inf")), dim=-2)
+        return a @ h, a
+
+
+class NoTanh(ch1.AdditiveAttention):
+    def forward(self, h):
+        e = self.v(self.W1(h)[:, :, None] + self.W2(h)[:, None, :]).squeeze(-1)
+        a = F.softmax(e.masked_fill(~causal_mask(h.shape[1]), float("-inf")), dim=-1)
+        return a @ h, a
+
+
+class ContextsOnly(ch1.AdditiveAttention):
+    def forward(self, h):
+        return super().forward(h)[0]
+
+
+class Raises(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.w = nn.Linear(16, 16)
+
+    def forward(self, x, *args):
+        raise RuntimeError("a bug in my forward")
+
+
+class TwoAhead(Head):
+    def forward(self, x):
+        T = x.shape[1]
+        out, _ = attention(self.query(x), self.key(x), self.value(x), torch.ones(T, T, dtype=torch.bool).tril(2))
+        return out
+
+
+class Unmasked(Head):
+    def __init__(self, n_embd, head_size):
+        super().__init__(n_embd, head_size, causal=False)
+
+
+class GQANoMask(ch4.GroupedQueryAttention):
+    def forward(self, x):
+        B, T, C = x.shape
+        q = self.q(x).view(B, T, self.n_heads, self.hs).transpose(1, 2)
+        k, v = (t.view(B, T, self.n_groups, self.hs).transpose(1, 2).repeat_interleave(self.n_heads // self.n_groups, 1)
+                for t in self.kv(x).split(self.n_groups * self.hs, dim=-1))
+        return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, T, C))
+
+
+class GQANoScale(ch4.GroupedQueryAttention):
+    def forward(self, x):
+        B, T, C = x.shape
+        q = self.q(x).view(B, T, self.n_heads, self.hs).transpose(1, 2)
+        k, v = (t.view(B, T, self.n_groups, self.hs).transpose(1, 2).repeat_interleave(self.n_heads // self.n_groups, 1)
+                for t in self.kv(x).split(self.n_groups * self.hs, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class GQAUnshared(nn.Module):
+    """Computes K and V for every head and keeps only n_groups of them: no parameters saved."""
+
+    def __init__(self, cfg, n_groups):
+        super().__init__()
+        self.mha, self.n_groups = MultiHeadAttention(cfg), n_groups
+
+    def forward(self, x):
+        return self.mha(x)
+
+
+class CentredNorm(nn.Module):
+    """LayerNorm with gamma only."""
+
+    def __init__(self, C):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], self.gamma)
+
+
+class NoSqrt(ch5.RMSNorm):
+    def forward(self, x):
+        return x / (x.pow(2).mean(-1, keepdim=True) + self.eps) * self.gamma
+
+
+class PeriodThree(ch6.VoicePositions):
+    def forward(self, x):
+        return x + self.voice(torch.arange(x.shape[1]) % 3)
+
+
+class Scales(ch6.VoicePositions):
+    def forward(self, x):
+        return x * self.voice((torch.arange(x.shape[1]) - 1) % 4)
+
+
+def _skew_right(rel):
+    L = rel.shape[-1]
+    return F.pad(rel, (0, 1)).reshape(L + 1, L)[1:]
+
+
+def _skew_keeps_row_0(rel):
+    L = rel.shape[-1]
+    return F.pad(rel, (1, 0)).reshape(L + 1, L)
+
+
+def _keys_no_clamp(L, N=None):
+    i = torch.arange(L)
+    return i + 1 if N is None else i - (i // N - 1) * N + 1
+
+
+def _reach_one_short(T, N, n):
+    return ch9.reach(T, N, n - 1) if n > 1 else torch.eye(T, dtype=torch.bool)
+
+
+def _skew_local_unbatched(rel):
+    N = rel.shape[-2]
+    x = F.pad(F.pad(rel, (0, 1)).flatten(), (0, N - 1)).reshape(N + 1, 2 * N - 1)
+    return x[:N, N - 1:]
+
+
+def _fourier_sequence_only(x):
+    T = x.shape[-2]
+    a = 2 * math.pi * torch.outer(torch.arange(T), torch.arange(T)).double() / T
+    return torch.cos(a).to(x.dtype) @ x
+
+
+def _fourier_plus(x):
+    def cs(n):
+        a = 2 * math.pi * torch.outer(torch.arange(n), torch.arange(n)).double() / n
+        return torch.cos(a).to(x.dtype), torch.sin(a).to(x.dtype)
+    (cT, sT), (cC, sC) = cs(x.shape[-2]), cs(x.shape[-1])
+    return cT @ x @ cC + sT @ x @ sC
+
+
+def _conv_no_padding(u, h, n):
+    T = u.shape[1]
+    y = torch.fft.irfft(torch.fft.rfft(u.transpose(1, 2)) * torch.fft.rfft(h, n=T), n=T)
+    return y.transpose(1, 2)
+
+
+def _cached_without_cache(model, tokens, prefill=1):
+    with torch.no_grad():
+        full = [model(tokens[None, :prefill])[0]]
+        full += [model(tokens[None, : t + 1])[0, -1:] for t in range(prefill, len(tokens))]
+    return torch.cat(full)
+
+
+def _cached_without_final_norm(model, tokens, prefill=1):
+    caches = [{} for _ in model.blocks]
+    out = []
+    with torch.no_grad():
+        for a, b in [(0, prefill)] + [(t, t + 1) for t in range(prefill, len(tokens))]:
+            x = model.tok_emb(tokens[None, a:b])
+            for block, cache in zip(model.blocks, caches):
+                x = x + block.mixer(block.ln1(x), cache=cache)
+                x = x + block.ff(block.ln2(x))
+            out.append(model.readout(x)[0])
+    return torch.cat(out)
+
+
+def _bootstrap_unpaired(a, b, counts, n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, len(counts), (2, n, len(counts)))
+    d = a[i].sum(1) / counts[i].sum(1) - b[j].sum(1) / counts[j].sum(1)
+    lo, hi = np.quantile(d, [0.025, 0.975])
+    return (a - b).sum() / counts.sum(), lo, hi
+
+
+def _bootstrap_unweighted(a, b, counts, n=2000, seed=0):
+    _, lo, hi = ch11.paired_bootstrap(a, b, counts, n, seed)
+    return float(((a - b) / counts).mean()), lo, hi
+
+
+def _bootstrap_unseeded(a, b, counts, n=2000, seed=0):
+    return ch11.paired_bootstrap(a, b, counts, n, seed=None)
+
+
+def _fit_polyfit_order(rows, mode, degree):
+    coef = np.polyfit([r["t"] for r in rows], [r[mode] for r in rows], degree)
+    return tuple(np.pad(coef, (0, 3 - len(coef))))
+
+
+def _speedup_from_zero(cached, reencoded, n):
+    t = np.arange(n)
+    return sum(reencoded[k] * (t ** k).sum() for k in range(3)) / sum(cached[k] * (t ** k).sum() for k in range(3))
+
+
+def _raise(*args, **kwargs):
+    raise ValueError("not written yet")
+
+
+PLANTED = [
+    ("1.1", (NoMask,), "not causal"),
+    ("1.1", (ColumnSoftmax,), "rows do not sum to 1"),
+    ("1.1", (NoTanh,), "the weight tensor differs from the reference AdditiveAttention with your weights by"),
+    ("1.1", (ContextsOnly,), "should return (contexts, weights), got Tensor"),
+    ("1.1", (Raises,), "your module raised RuntimeError: a bug in my forward"),
+    ("3.1", (Head,), "does not see t + 1"),
+    ("3.1", (Unmasked,), "sees more than one token of the future"),
+    ("3.1", (TwoAhead,), "output 0 depends on input 2 = 0 + 2"),
+    ("3.2", (lambda w: w * torch.ones_like(w).tril(),), "rows do not sum to 1"),
+    ("3.2", (lambda w: (w * w.new_ones(w.shape).tril(1)) / (w * w.new_ones(w.shape).tril(1)).sum(-1, keepdim=True),),
+     "not causal"),
+    ("3.2", (_raise,), "your function raised ValueError: not written yet"),
+    ("4.1", (lambda mha, x: _mha_einsum(mha, x, scale=False),),
+     "differs from MultiHeadAttention's forward by"),
+    ("4.1", (lambda mha, x: _mha_einsum(mha, x, scale=False),), "it matches attention without the 1/sqrt(head size)"),
+    ("4.1", (lambda mha, x: _mha_einsum(mha, x, mask=False),), "it matches attention without the causal mask"),
+    ("4.2", (GQANoMask,), "not causal with n_groups = 4"),
+    ("4.2", (GQANoScale,), "differs from MultiHeadAttention by"),
+    ("4.2", (GQAUnshared,), "sharing should save the 2 (n_heads - n_groups) head_size C = 1,024 weights"),
+    ("4.2", (ch4.GroupedQueryAttention(ModelConfig(n_embd=32, n_heads=4), 2),), "pass your class itself"),
+    ("5.1", (nn.LayerNorm,), "(gamma and beta: that is LayerNorm's)"),
+    ("5.1", (CentredNorm,), "it subtracts the mean, as LayerNorm does"),
+    ("5.1", (NoSqrt,), "differs from the reference RMSNorm by"),
+    ("5.1", (NoSqrt,), "it matches x / mean(x^2): no square root"),
+    ("5.1", (Raises(),), "your module has 272 parameters"),
+    ("5.1", (42,), "expected your nn.Module class or an instance of it, got int"),
+    ("6.3", (LearnedPositions,), "(one per position: that is learned positions)"),
+    ("6.3", (PeriodThree,), "not periodic with period 4"),
+    ("6.3", (Scales,), "output minus input depends on the input"),
+    ("8.1", (_skew_right,), "differs from relative_logits_direct on the entries j <= i by"),
+    ("8.1", (_skew_keeps_row_0,), "for L = 1, your S has shape (2, 1), expected (1, 1)"),
+    ("8.1", (skew, lambda rel: rel[:, : rel.shape[0]]), "the unmasked skew differs from rel[i, L - 1 + j - i]"),
+    ("9.1", (_keys_no_clamp,), "keys_per_query(1, 4): query 0 sees 1 keys, you say 5"),
+    ("9.1", (lambda L, N=None: torch.arange(L),), "keys_per_query(1): query 0 sees 1 keys, you say 0"),
+    ("9.2", (_reach_one_short,), "yours says the opposite"),
+    ("9.3", (_skew_local_unbatched,), "your function on rel of shape (2, 6, 11) raised RuntimeError"),
+    ("10.1", (_fourier_sequence_only,), "it matches the DFT over the sequence axis only"),
+    ("10.1", (_fourier_plus,), "differs from fft2(x, dim=(-2, -1)).real by"),
+    ("10.1", (lambda x: torch.fft.fft2(x).real,), "your function calls torch.fft.fft2"),
+    ("10.1", (lambda x: torch.fft.fft2(x, dim=(0, 1)).real,), "it matches fft2 over the batch and sequence axes"),
+    ("10.1", (lambda x: torch.fft.fft2(x),), "is complex, expected real numbers"),
+    ("10.2", (lambda u, h, n: causal_fft_conv(u, h),), "is n used as the FFT length?"),
+    ("10.2", (_conv_no_padding,), "with n = 31 (T = 16, K = 16) the output differs from causal_conv_direct by"),
+    ("10.2", (lambda u, h: causal_fft_conv(u, h),), "your function with n = 31 raised TypeError"),
+    ("10.3", (_cached_without_cache,), "the mixer of block 0 got [1, 2, 3, 4, 5, 6, 7, 8, ...] tokens per call"),
+    ("10.3", (_cached_without_final_norm,), "the logit matrix differs from one full call of the model by"),
+    ("11.1", (_bootstrap_unpaired,), "are both models' scores of a piece drawn together?"),
+    ("11.1", (_bootstrap_unweighted,), "it matches the unweighted mean"),
+    ("11.1", (_bootstrap_unseeded,), "two calls with seed=0 give different intervals"),
+    ("11.2", (_fit_polyfit_order,), "highest power first: reverse it"),
+    ("11.2", (ch11.fit_cost, _speedup_from_zero), "it matches a sum over t = 0 .. n - 1"),
+    ("11.2", (_raise,), "fit(rows, 'cached', 1) raised ValueError: not written yet"),
+]
+
+
+@pytest.mark.parametrize("key, args, problem", PLANTED, ids=[f"{k}-{p[:30]}" for k, _, p in PLANTED])
+def test_a_planted_mistake_fails_with_a_useful_line(capsys, key, args, problem):
+    ok, out = run(capsys, key, *args)
+    assert ok is False
+    name = "check_" + key.replace(".", "_")
+    assert out.startswith(f"{name}: fail: ") and problem in out.splitlines()[0], out
+    assert len(out.splitlines()) <= 2
+
+
+def test_every_checker_has_a_planted_mistake():
+    assert sorted({key for key, _, _ in PLANTED}) == sorted(WITH_CODE)
+
+
+def test_an_exception_in_student_code_says_where(capsys):
+    ok, out = run(capsys, "9.1", _raise)
+    assert not ok
+    first, second = out.splitlines()
+    assert first == "check_9_1: fail: keys_per_query(1) raised ValueError: not written yet"
+    assert second.strip().startswith("in _raise, line ") and 'raise ValueError("not written yet")' in second
+
+
+def test_an_answer_of_the_wrong_kind_is_a_fail_line(capsys):
+    assert run(capsys, "9.1", lambda L, N=None: "many")[0] is False
+    assert run(capsys, "11.1", lambda *a, **k: 0.5)[1].startswith("check_11_1: fail: the result (diff, low, high)")
+    assert run(capsys, "4.1", lambda mha, x: None)[1].startswith("check_4_1: fail: the output for x of shape")
+
+
+# ----------------------------------------------------------------------------- what a checker leaves alone
+
+def test_the_students_random_state_and_instance_are_left_alone(capsys):
+    norm = ch5.RMSNorm(24)                                                  # instance: C read from gamma
+    pos = ch6.VoicePositions(ModelConfig(n_embd=8, n_heads=1, block_size=32))
+    before = [p.detach().clone() for p in (*norm.parameters(), *pos.parameters())]
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    assert run(capsys, "5.1", norm)[0] and run(capsys, "6.3", pos)[0] and run(capsys, "4.1", _mha_einsum)[0]
+    assert torch.equal(torch.rand(3), expected)
+    after = [p.detach() for p in (*norm.parameters(), *pos.parameters())]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+
+
+def test_instances_are_checked_on_their_device(capsys):
+    """On a (pretend) accelerator: a checker that fed CPU tensors to the module would fail here."""
+    torch.manual_seed(0)
+    model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32))
+    with VirtualDevice(VIRTUAL_DEVICE):
+        for key, obj in (("1.1", ch1.AdditiveAttention(16)), ("3.1", ch3.PeekHead(16, 16, causal=False)),
+                         ("5.1", ch5.RMSNorm(16)), ("6.3", ch6.VoicePositions(ModelConfig(n_embd=16)))):
+            ok, out = run(capsys, key, obj.to(VIRTUAL_DEVICE))
+            assert ok, out
+        ok, out = run(capsys, "10.3", ch10.cached_logits, model.to(VIRTUAL_DEVICE))
+        assert ok, out
+        bad = lambda m, tokens, prefill=1: ch10.cached_logits(m, tokens.tolist(), prefill)[:, :3]
+        ok, out = run(capsys, "10.3", bad, model)
+        assert not ok and "has shape (20, 3), expected (20, 54)" in out
