@@ -81,3 +81,23 @@ def test_student_version_of_a_planted_chapter():
     assert out[2].outputs == [] and out[2].execution_count is None
     assert "Hidden" not in out[3].source and out[3].source.endswith("\n\nX")
     assert nb.cells[1].outputs, "the chapter itself is not modified"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_each_exercise_that_asks_for_code_names_its_checker(path):
+    """The empty cell of exercise N.M shows how to call check_N_M, for exactly the exercises with one."""
+    from musictx_lite.checkers import CHECKERS
+
+    chapter = int(path.name[:2])
+    code = [c for c in cells(path) if c.cell_type == "code"]
+    named = {}
+    for empty, solution in zip(code, code[1:]):
+        m = re.search(r"^exercise_(\d+)_(\d+)\(", solution.source, re.M)
+        if m and sn.is_solution(solution):
+            assert empty.source.startswith("# Your solution here."), f"{path.name}: {empty.source[:40]}"
+            named[f"{m.group(1)}.{m.group(2)}"] = re.findall(r"\bcheck_(\d+)_(\d+)\(", empty.source)
+    assert set(named) == set(exercises(cells(path)))
+    for key, found in named.items():
+        expected = [tuple(key.split("."))] if key in CHECKERS else []
+        assert sorted(set(found)) == expected, f"{path.name}: exercise {key} should name {expected or 'no checker'}"
+    assert {k for k in CHECKERS if k.startswith(f"{chapter}.")} <= set(named)
