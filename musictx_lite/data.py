@@ -20,6 +20,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -78,6 +79,22 @@ def load_chorales(path: str | os.PathLike = EMBEDDED) -> Splits:
     return Splits(**out, source="music21 Bach chorales (embedded)")
 
 
+def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``: a failed
+    write leaves no half-written file, and an existing ``path`` stays as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix + ".part")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -93,18 +110,14 @@ def fetch(url: str, sha256: str, cache_dir: str | os.PathLike | None = None) -> 
     target = cache / url.rsplit("/", 1)[-1]
     if target.exists() and _sha256(target) == sha256:
         return target
-    fd, tmp = tempfile.mkstemp(dir=cache, suffix=".part")
-    os.close(fd)
-    try:
+
+    def download(tmp: str) -> None:
         urllib.request.urlretrieve(url, tmp)
         got = _sha256(Path(tmp))
         if got != sha256:
             raise ValueError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}; file discarded")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return target
+
+    return atomic_write(target, download)
 
 
 def load_jsb(source: str | os.PathLike | None = None, sha256: str | None = JSB_SHA256,

@@ -23,6 +23,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .data import atomic_write
+
 WIDTH = 88                      # the book's column: no printed line is wider
 NAME_WIDTH = 24
 NOTE_WIDTH = 24
@@ -72,11 +74,8 @@ def _read(chapter: int) -> list[Row]:
 
 
 def _write(chapter: int, rows: list[Row]) -> None:
-    path = _path(chapter)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
-    os.replace(tmp, path)                             # atomic: a reader never sees half a file
+    text = json.dumps([asdict(r) for r in rows], indent=1) + "\n"
+    atomic_write(_path(chapter), lambda tmp: Path(tmp).write_text(text))   # a reader never sees half a file
 
 
 def record(chapter: int, name: str, model, history, valid_nll: float, note: str = "") -> None:

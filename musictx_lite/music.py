@@ -14,11 +14,11 @@ import html
 import io
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .data import atomic_write
 from .tokens import VOICES
 
 TEMPO = 90.0            # quarter notes per minute
@@ -109,17 +109,7 @@ def read_midi(path: str | os.PathLike) -> np.ndarray:
 def write_midi(pitches: np.ndarray, path: str | os.PathLike, onsets: np.ndarray | None = None,
                tempo: float = TEMPO) -> Path:
     """Write a pitch grid as a MIDI file (atomically: no half-written file on error)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".mid.part")
-    os.close(fd)
-    try:
-        grid_to_midi(pitches, onsets, tempo).write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    return atomic_write(path, grid_to_midi(pitches, onsets, tempo).write)
 
 
 def note_name(pitch: int) -> str:
@@ -275,11 +265,9 @@ class Clip:
         from IPython.display import Audio
 
         player = Audio(data=self.data)._repr_html_()     # <audio> with the WAV as a base64 data URI
-        midi = base64.b64encode(self.midi_bytes).decode("ascii")
-        name = html.escape(self.name, quote=True)
+        link = download_link(self.midi_bytes, self.name, "audio/midi", "Download the MIDI")
         return (f'<div class="musictx-clip">{player}\n<div style="font-size:85%">'
-                f'<a download="{name}" href="data:audio/midi;base64,{midi}">Download the MIDI ({name})</a>'
-                f' &middot; Sound: {html.escape(self.note)}</div></div>')
+                f'{link} &middot; Sound: {html.escape(self.note)}</div></div>')
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         return {"text/html": self._repr_html_(), "text/plain": repr(self)}
@@ -287,6 +275,13 @@ class Clip:
     def __repr__(self) -> str:
         return (f"<musictx clip: {self.seconds:.1f} s at {self.rate} Hz; sound: {self.note}; "
                 f"MIDI {self.name}, {len(self.midi_bytes)} bytes>")
+
+
+def download_link(data: bytes, name: str, mime: str, label: str) -> str:
+    """An <a> that downloads ``data`` as the file ``name``, from a base64 data: URI (no server needed)."""
+    name = html.escape(name, quote=True)
+    return (f'<a download="{name}" href="data:{mime};base64,{base64.b64encode(data).decode("ascii")}">'
+            f'{html.escape(label)} ({name})</a>')
 
 
 def _midi_name(name: str) -> str:

@@ -14,17 +14,16 @@ chorales start with a quarter-note upbeat, ``pickup=4``).
 """
 from __future__ import annotations
 
-import base64
 import html
 import os
 import re
-import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from .music import STEPS_PER_QUARTER, notes_of
+from .data import atomic_write
+from .music import STEPS_PER_QUARTER, download_link, notes_of
 from .tokens import VOICES
 
 STEPS_PER_BAR = 4 * STEPS_PER_QUARTER        # 4/4
@@ -226,16 +225,7 @@ def to_musicxml(pitches: np.ndarray, onsets: np.ndarray | None = None, path: str
     """A pitch grid as MusicXML text (see :func:`to_stream`); also written to ``path`` (atomically) if given."""
     text = _xml(to_stream(pitches, onsets, title, pickup=pickup))
     if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".musicxml.part")
-        os.close(fd)
-        try:
-            Path(tmp).write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return text
 
 
@@ -294,14 +284,6 @@ def svg(pitches: np.ndarray, onsets: np.ndarray | None = None, title: str | None
     return _engrave(xml, width, header=bool(title), seed=seed)
 
 
-def _download_link(data: bytes, name: str, mime: str, label: str) -> str:
-    """An <a> that downloads ``data`` as file ``name``: a base64 data: URI, the same markup as the MIDI
-    link that ``music.Clip`` builds inline (one shared helper in music.py would serve both)."""
-    name = html.escape(name, quote=True)
-    return (f'<a download="{name}" href="data:{mime};base64,{base64.b64encode(data).decode("ascii")}">'
-            f'{html.escape(label)} ({name})</a>')
-
-
 def _musicxml_name(name: str) -> str:
     name = Path(str(name)).name or "score"
     return name if name.lower().endswith((".musicxml", ".xml")) else name + ".musicxml"
@@ -319,7 +301,7 @@ class ScoreView:
         head = f'<div style="font-weight:bold">{html.escape(self.title)}</div>' if self.title else ""
         more = f" &middot; first {self.bars} of {self.total_bars} bars shown" if self.bars < self.total_bars else ""
         compact = re.sub(r">\n\s*<", "><", self.musicxml)      # no indentation: a third smaller
-        link = _download_link(compact.encode("utf-8"), self.name, MUSICXML_MIME, "Download the MusicXML")
+        link = download_link(compact.encode("utf-8"), self.name, MUSICXML_MIME, "Download the MusicXML")
         return (f'<div class="musictx-score">{head}{self.svg}\n'
                 f'<div style="font-size:85%">{link}{more}</div></div>')
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .data import Splits
+from .data import Splits, atomic_write
 from .device import pick_device
 from .tasks import token_nll
 from .tokens import PAD
@@ -98,9 +98,7 @@ def _amp(device: torch.device):
 
 def _save(path: Path, state: dict) -> None:
     """Write a checkpoint atomically: the previous one survives any failure."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
 def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.PathLike | None = None,
