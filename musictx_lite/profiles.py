@@ -151,8 +151,10 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     from . import __version__
 
     from .plots import style
+    from .widgets import enable_colab
 
     p = get_profile(profile)
+    enable_colab()                                      # Colab draws ipywidgets 8; elsewhere nothing
     torch.manual_seed(seed)
     style()                                             # the book's figure resolution
     # two lines, each within the book's 88-character column

@@ -8,7 +8,8 @@ stored beside the cache, it deletes the cache and marks every notebook outdated,
 so that Sphinx re-reads and re-executes every chapter.
 
 It also sets ``MUSICTX_PROGRESS=0`` for the kernels that execute the chapters,
-so that rendered pages carry no progress-bar lines.
+so that rendered pages carry no progress-bar lines, and ``MUSICTX_WIDGETS=static``,
+so that they show each widget's static version.
 """
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ def setup(app):
     # chapters run in kernels that inherit this environment: no progress bars in the rendered pages
     # (a live notebook, in Jupyter or Colab, still shows them)
     os.environ["MUSICTX_PROGRESS"] = "0"
+    # and the widgets' static versions (images, scores, players): a page has no kernel to drive a
+    # widget (musictx_lite/widgets.py says why the choice is made when the cell runs)
+    os.environ["MUSICTX_WIDGETS"] = "static"
     app.connect("config-inited", _on_config, priority=100)
     app.connect("env-get-outdated", _outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
