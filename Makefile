@@ -1,5 +1,6 @@
 # The two commands of the README. Each sets up .venv first (scripts/setup-env), so nothing has
 # to be installed by hand: `make book` builds the book, `make test` runs the tests (what CI runs).
+# `make slides` builds the book, then a slide deck per chapter.
 VENV ?= .venv
 PYTHON ?= python3
 export PYTHON
@@ -9,13 +10,16 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 MUSICTX_JSB_PATH ?= $(wildcard $(CURDIR)/../shared/data/jsb/Jsb16thSeparated.json)
 export MUSICTX_JSB_PATH
 
-.PHONY: book test env clean
+.PHONY: book test env clean slides
 
 book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU) and build _build/html
 	jupyter-book build . -W --keep-going
 
 test: $(VENV)/.ready       ## unit tests, and every chapter under nbval in the smoke profile
 	pytest --nbval-lax -n 2 --dist loadfile
+
+slides: book               ## one reveal.js deck per chapter in _build/slides, from the book's executed chapters; works offline
+	python scripts/build_slides.py --out _build/slides
 
 env: $(VENV)/.ready
 

@@ -1,0 +1,480 @@
+"""One reveal.js slide deck per chapter, from the notebooks that the book build executed.
+
+    python scripts/build_slides.py [--out _build/slides] [--build _build] [notebooks/NN_name.ipynb ...]
+
+Serves every chapter (0-11); ``make slides`` runs it after ``make book``. With no notebooks named,
+every ``notebooks/NN_*.ipynb`` gets a deck, so a new chapter gets one for free.
+
+Where the outputs come from, in this order (the first that matches the chapter's source):
+the executed copy that Jupyter Book writes to ``_build/jupyter_execute/notebooks/``; the book's
+execution cache ``_build/.jupyter_cache`` (Jupyter Book writes an executed copy only when it ran the
+chapter, not when it reused the cache); else the chapter is executed here with nbclient, in the
+profile that ``MUSICTX_PROFILE`` names, and the script says so.
+
+The slide structure is derived from the notebook on every run; the notebooks carry no slide metadata:
+
+- ``#`` and ``##`` headings start a slide, ``###`` and deeper a sub-slide (a vertical slide);
+- an admonition (learning goals, an exercise) gets a sub-slide of its own, a paragraph with a
+  display equation is a fragment (it appears on the next click);
+- a slide whose text and figures pass about ``SLIDE_LINES`` lines continues on a sub-slide;
+- code cells show their source only when it is at most ``SHORT_CODE`` lines; their outputs stay
+  when they are figures, audio players or at most ``SHORT_TEXT`` lines of text;
+- the install cell and the exercise cells (the solution calls ``exercise_N_M(...)`` and the
+  ``# Your solution here.`` stubs) are dropped;
+- MyST syntax becomes plain Markdown: an admonition a box (a blockquote), ``{cite:p}`` an author-year citation from
+  references.bib; the bibliography (its heading and directive) is dropped.
+
+The decks work offline: reveal.js and MathJax are copied next to them (``reveal.js/``, ``mathjax/``;
+downloaded once from the npm registry, sha256-checked and cached by ``book/_ext/offline.py``, the
+helper the book uses for its own MathJax), figures and audio are embedded in the HTML, and the
+template loads nothing else (no require.js, jQuery or mermaid from a CDN).
+"""
+from __future__ import annotations
+
+import argparse
+import codecs
+import copy
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import offline  # noqa: E402  (book/_ext/offline.py: the npm download helper and the MathJax bundle)
+
+SHORT_CODE = 6       # a code cell of at most this many lines shows its source
+SHORT_TEXT = 8       # a text output of at most this many lines stays
+SLIDE_LINES = 18     # about what fits on a slide; past it, the next block starts a sub-slide
+FIGURE_LINES = 12    # what a figure counts against SLIDE_LINES
+REVEAL_DIR = "reveal.js"
+MATHJAX_DIR = "mathjax"
+THEME = "white"
+REVEAL = offline.NpmPackage(
+    "reveal.js", "4.6.1", "4f4121ef2b8e7e9398bdecd7b3b6ce5e0ee3a2f5af221708eb6c4ce03bcae6be",
+    ("dist/reveal.js", "dist/reveal.css", f"dist/theme/{THEME}.css", "dist/theme/fonts/source-sans-pro/",
+     "plugin/notes/notes.js", "LICENSE"),
+)
+
+# -- MyST to plain Markdown ----------------------------------------------------------------------
+
+FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\{([\w-]+)\})?\s*(.*)$")
+ADMONITIONS = {"admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",
+               "danger", "error", "seealso"}
+
+
+def split_blocks(text: str) -> list[str]:
+    """Split Markdown at blank lines, keeping fenced blocks and $$ displays whole."""
+    blocks, cur, fence, math = [], [], None, False
+    for line in text.splitlines():
+        m = FENCE.match(line.strip())
+        if fence is None and not math and m:
+            fence = m.group(1)
+        elif fence is not None and line.strip().startswith(fence) and line.strip().strip(fence[0]) == "":
+            fence = None
+        elif fence is None and line.strip().count("$$") % 2 == 1:
+            math = not math
+        if not line.strip() and fence is None and not math:
+            if cur:
+                blocks.append("\n".join(cur))
+            cur = []
+        else:
+            cur.append(line)
+    if cur:
+        blocks.append("\n".join(cur))
+    return blocks
+
+
+def bib_citer(bib: Path = ROOT / "references.bib") -> Callable[[str, str], str]:
+    """A function (role, key) -> 'Huang et al. (2019)' or '(Huang et al., 2019)' from references.bib."""
+    try:
+        from pybtex.database import parse_file
+
+        entries = parse_file(str(bib)).entries
+    except Exception as e:  # a deck without pretty citations is still a deck
+        print(f"slides: could not read {bib} ({e}); citations show their keys", file=sys.stderr)
+        entries = {}
+
+    def plain(s: str) -> str:
+        try:
+            s = codecs.decode(s, "ulatex")
+        except Exception:
+            pass
+        return s.replace("{", "").replace("}", "")
+
+    def who(key: str) -> tuple[str, str] | None:
+        e = entries.get(key)
+        if e is None:
+            return None
+        people = e.persons.get("author") or e.persons.get("editor") or []
+        last = [plain(" ".join(p.last_names)) for p in people]
+        name = (last[0] if len(last) == 1 else f"{last[0]} and {last[1]}" if len(last) == 2
+                else f"{last[0]} et al." if last else key)
+        return name, e.fields.get("year", "n.d.")
+
+    def cite(role: str, key: str) -> str:
+        found = who(key)
+        if found is None:
+            return key
+        return f"{found[0]} ({found[1]})" if role == "cite:t" else f"{found[0]}, {found[1]}"
+
+    return cite
+
+
+def myst_to_markdown(text: str, cite: Callable[[str, str], str], keyprefix: str = "") -> str:
+    """Turn the MyST the chapters use into Markdown that nbconvert renders."""
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i].strip())
+        if m and m.group(3):                         # ```{directive} argument
+            fence, name, arg = m.group(1), m.group(3), m.group(4).strip()
+            j = i + 1
+            opts, body = {}, []
+            while j < len(lines) and not (lines[j].strip().startswith(fence) and lines[j].strip().strip(fence[0]) == ""):
+                o = re.match(r"^:([\w-]+):\s*(.*)$", lines[j])
+                if o and not body:
+                    opts[o.group(1)] = o.group(2)
+                else:
+                    body.append(lines[j])
+                j += 1
+            i = j + 1
+            if name in ADMONITIONS:
+                title = arg or name.capitalize()                # a box: a styled blockquote
+                out += [f"> **{title}**", ">", *[f"> {line}".rstrip() for line in body]]
+            elif name == "math":
+                out += ["$$", *body, "$$"]
+            elif name in ("bibliography", "tableofcontents", "glossary"):
+                pass
+            else:                                     # any other directive: its content, plainly
+                out += body
+            continue
+        if re.match(r"^\([\w:.-]+\)=\s*$", lines[i]):   # a MyST target, (label)=
+            i += 1
+            continue
+        out.append(lines[i])
+        i += 1
+    md = "\n".join(out)
+    md = re.sub(r"\$\$[ \t]*\([\w:.-]+\)[ \t]*$", "$$", md, flags=re.M)     # $$ (label): no numbering here
+
+    def role(m: re.Match) -> str:
+        name, content = m.group(1), m.group(2)
+        if name in ("cite:p", "cite:t", "cite", "cite:ps", "cite:ts"):
+            keys = [k.strip() for k in content.split(",")]
+            keys = [k[len(keyprefix):] if keyprefix and k.startswith(keyprefix) else k for k in keys]
+            cites = [cite("cite:t" if name.startswith("cite:t") else "cite:p", k) for k in keys]
+            return ", ".join(cites) if name.startswith("cite:t") else f"({'; '.join(cites)})"
+        if name == "math":
+            return f"${content}$"
+        return re.sub(r"\s*<[^>]*>$", "", content)     # {doc}`text <target>` -> text
+    return re.sub(r"\{([\w:-]+)\}`([^`]*)`", role, md)
+
+
+# -- choosing cells and outputs ------------------------------------------------------------------
+
+EXERCISE_CALL = re.compile(r"^\s*(\w+\s*=\s*)?exercise_\d+_\d+\(", re.M)
+
+
+def is_dropped(cell) -> bool:
+    """The install cell, exercise solutions (cells calling exercise_N_M) and the solution stubs."""
+    src = cell.source
+    tags = set(cell.metadata.get("tags", []))
+    return ("remove-cell" in tags or "google.colab" in src or "pip install" in src
+            or bool(EXERCISE_CALL.search(src)) or src.strip() == "# Your solution here.")
+
+
+def _text(o) -> str:
+    if o.output_type == "stream":
+        return o.text
+    return o.get("data", {}).get("text/plain", "")
+
+
+def keep_output(o) -> bool:
+    """Figures, audio players, short HTML and short text; not errors, warnings or long listings."""
+    if o.output_type == "error":
+        return False
+    if o.output_type == "stream":
+        return o.name == "stdout" and 0 < len(o.text.strip().splitlines()) <= SHORT_TEXT
+    data = o.get("data", {})
+    if any(k.startswith("image/") for k in data):
+        return True
+    html = data.get("text/html", "")
+    if "<audio" in html:
+        return True
+    if html:
+        return html.count("<tr") <= SHORT_TEXT + 1
+    return 0 < len(_text(o).strip().splitlines()) <= SHORT_TEXT
+
+
+def _cost(cell) -> int:
+    """Roughly how many lines of a slide this cell fills."""
+    if cell.cell_type == "markdown":
+        return len(cell.source.splitlines()) + 1
+    cost = 0 if "slides-hide-input" in cell.metadata.get("tags", []) else len(cell.source.splitlines()) + 1
+    for o in cell.outputs:
+        data = o.get("data", {})
+        if any(k.startswith("image/") for k in data):
+            cost += FIGURE_LINES
+        elif "<audio" in data.get("text/html", ""):
+            cost += 3
+        else:
+            cost += len(_text(o).splitlines()) or 3
+    return cost
+
+
+def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
+    """A copy of the executed chapter ``nb`` cut into slides (``metadata.slideshow``): see the module doc."""
+    cite = cite or bib_citer()
+    md_all = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    prefix = (re.search(r"^:keyprefix:\s*(\S+)", md_all, re.M) or [None, ""])[1]
+    cells, used, start = [], 0, 0          # start: index of the first cell of the current (sub)slide
+
+    def is_heading(c) -> bool:
+        return c.cell_type == "markdown" and c.source.startswith("#")
+
+    def add(cell, kind: str) -> None:
+        nonlocal used, start
+        cost = _cost(cell)
+        alone = bool(cells) and len(cells) - start == 1 and is_heading(cells[start])  # only a heading so far
+        if kind == "subslide" and alone and not is_heading(cell):
+            kind = "-"                              # an admonition right under its heading shares its slide
+        elif kind == "-" and cells and used + cost > SLIDE_LINES and not alone:
+            prev = cells[-1]
+            if (prev.cell_type == "markdown" and not is_heading(prev) and _cost(prev) <= 6
+                    and prev.metadata["slideshow"]["slide_type"] == "-"
+                    and not (len(cells) - start == 2 and is_heading(cells[start]))):
+                # a short paragraph introduces what follows: it moves to the new sub-slide with it
+                prev.metadata["slideshow"]["slide_type"] = "subslide"
+                start, used = len(cells) - 1, _cost(prev)
+            else:
+                kind = "subslide"
+        if kind in ("slide", "subslide"):
+            start, used = len(cells), 0
+        used += cost
+        cell.metadata["slideshow"] = {"slide_type": kind}
+        cells.append(cell)
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            para: list[str] = []
+
+            def flush() -> None:
+                if para:
+                    add(nbformat.v4.new_markdown_cell("\n\n".join(para)), "-")
+                    para.clear()
+
+            for block in split_blocks(cell.source):              # MyST blocks, directives whole
+                md = myst_to_markdown(block, cite, prefix).strip()
+                if not md:
+                    continue                                      # e.g. the bibliography
+                head = re.match(r"^(#{1,6})\s+(.*)", md)
+                if head and head.group(2).strip().lower() in ("bibliography", "references"):
+                    continue                                      # citations are inline, author-year
+                if head:
+                    flush()
+                    add(nbformat.v4.new_markdown_cell(md), "slide" if len(head.group(1)) <= 2 else "subslide")
+                elif (m := FENCE.match(block.strip().splitlines()[0])) and m.group(3) in ADMONITIONS:
+                    flush()
+                    add(nbformat.v4.new_markdown_cell(md), "subslide")
+                elif "$$" in md:
+                    flush()
+                    add(nbformat.v4.new_markdown_cell(md), "fragment")
+                else:
+                    para.append(md)
+            flush()
+        elif cell.cell_type == "code":
+            if is_dropped(cell):
+                continue
+            c = copy.deepcopy(cell)
+            c.outputs = [o for o in c.get("outputs", []) if keep_output(o)]
+            long = len(c.source.strip().splitlines()) > SHORT_CODE
+            if long:
+                c.metadata["tags"] = [*c.metadata.get("tags", []), "slides-hide-input"]
+            if long and not c.outputs:
+                continue                                 # nothing left to show
+            add(c, "-")
+    if not cells:
+        raise ValueError("the notebook has nothing to show on slides")
+    cells[0].metadata["slideshow"] = {"slide_type": "slide"}
+    out = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(nb.metadata))
+    out.metadata.pop("widgets", None)                    # no widget manager offline: static outputs only
+    return out
+
+
+# -- where the executed chapter comes from -------------------------------------------------------
+
+def _sources(nb) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source) for c in nb.cells if c.cell_type in ("code", "markdown")]
+
+
+def _executed(nb) -> bool:
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    return bool(code) and all(c.get("execution_count") is not None for c in code)
+
+
+def executed_notebook(src: Path, build: Path, timeout: int = 900):
+    """The executed chapter ``src``: from the book build, its execution cache, or run here. Returns (nb, how)."""
+    nb = nbformat.read(src, as_version=4)
+    copy_path = build / "jupyter_execute" / "notebooks" / src.name
+    if copy_path.exists():
+        done = nbformat.read(copy_path, as_version=4)
+        if _executed(done) and _sources(done) == _sources(nb):
+            return done, f"executed copy {copy_path}"
+    cache_path = build / ".jupyter_cache"
+    if cache_path.is_dir():
+        from jupyter_cache import get_cache
+
+        try:
+            _, merged = get_cache(str(cache_path)).merge_match_into_notebook(copy.deepcopy(nb))
+            if _executed(merged):
+                _warn_if_stale(build)
+                return merged, f"the book's execution cache {cache_path}"
+        except KeyError:
+            pass
+    profile = os.environ.get("MUSICTX_PROFILE", "the default")
+    print(f"slides: {src.name} has no executed copy in {build} (run `make book` first to reuse the book's "
+          f"outputs); executing it now with nbclient, profile {profile}", file=sys.stderr)
+    from nbclient import NotebookClient
+
+    env_progress = os.environ.get("MUSICTX_PROGRESS")
+    os.environ["MUSICTX_PROGRESS"] = "0"                 # no progress bars in the outputs, as in the book
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(src.parent)}}).execute()
+    finally:
+        if env_progress is None:
+            os.environ.pop("MUSICTX_PROGRESS", None)
+        else:
+            os.environ["MUSICTX_PROGRESS"] = env_progress
+    return nb, f"executed now (profile {profile})"
+
+
+def _warn_if_stale(build: Path) -> None:
+    try:
+        import package_cache                               # book/_ext/package_cache.py
+
+        stamp = build / package_cache.STAMP
+        if stamp.exists() and stamp.read_text() != package_cache.package_fingerprint():
+            print(f"slides: the outputs in {build} come from another version of musictx_lite, profile or data; "
+                  "`make book` updates them", file=sys.stderr)
+    except Exception:
+        pass
+
+
+# -- the deck ------------------------------------------------------------------------------------
+
+TEMPLATE = r"""{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}
+<script>
+window.MathJax = {
+  tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
+        processEscapes: true, processEnvironments: true}
+};
+</script>
+<script defer src="{{ resources.mathjax_url }}"></script>
+<style>
+:root { --jp-code-font-size: 15px; }   /* 88 characters of code fit the slide's width */
+.reveal blockquote { width: auto; font-style: normal; text-align: left; box-shadow: none;
+  border-left: 6px solid #48c; background: #f2f6fb; padding: 0.2em 0.8em; margin: 0.5em 0; }
+.reveal blockquote p, .reveal blockquote li { font-style: normal; display: block; }
+.reveal .jp-OutputArea-output img { max-height: 480px; }
+.reveal audio { width: 60%; }
+</style>
+{%- endblock html_head_js_mathjax -%}
+{%- block footer_js -%}
+{%- set prefix = resources.reveal.url_prefix -%}
+<script src="{{ prefix }}/dist/reveal.js"></script>
+<script src="{{ prefix }}/plugin/notes/notes.js"></script>
+<script>
+Reveal.initialize({
+  controls: true, progress: true, history: true, hash: true,
+  transition: "{{ resources.reveal.transition | default('slide', true) }}",
+  slideNumber: "{{ resources.reveal.number | default('c/t', true) }}",
+  width: {{ resources.reveal.width | default('960', true) }},
+  height: {{ resources.reveal.height | default('700', true) }},
+  plugins: [RevealNotes]
+});
+// a slide taller than the screen scrolls instead of being cut off
+function scrollTallSlides() {
+  const h = document.querySelector('.reveal').offsetHeight * 0.95;
+  document.querySelectorAll('.reveal section:not(.stack)').forEach(s => {
+    if (s.scrollHeight > h) { s.style.height = '95vh'; s.style.overflowY = 'auto'; }
+  });
+}
+Reveal.on('ready', scrollTallSlides);
+Reveal.on('slidechanged', scrollTallSlides);
+</script>
+{%- endblock footer_js -%}
+"""
+
+
+def exporter():
+    """nbconvert's SlidesExporter with local reveal.js and MathJax, no CDN script, no prompts."""
+    from jinja2 import DictLoader
+    from nbconvert import SlidesExporter
+    from traitlets.config import Config
+
+    c = Config()
+    c.SlidesExporter.reveal_url_prefix = REVEAL_DIR
+    c.SlidesExporter.reveal_theme = THEME
+    c.SlidesExporter.reveal_scroll = True
+    c.SlidesExporter.mathjax_url = f"{MATHJAX_DIR}/tex-chtml-full.js"
+    c.SlidesExporter.exclude_input_prompt = True
+    c.SlidesExporter.exclude_output_prompt = True
+    c.SlidesExporter.exclude_anchor_links = True
+    c.SlidesExporter.embed_images = True
+    c.TagRemovePreprocessor.enabled = True
+    c.TagRemovePreprocessor.remove_input_tags = {"slides-hide-input"}
+    return SlidesExporter(config=c, extra_loaders=[DictLoader({"musictx_reveal.html.j2": TEMPLATE})],
+                          template_file="musictx_reveal.html.j2")
+
+
+def install_assets(out: Path) -> None:
+    """reveal.js and MathJax next to the decks (from the npm tarballs, cached after the first download)."""
+    offline.extract(offline.npm_tarball(REVEAL), out / REVEAL_DIR, REVEAL.files)
+    offline.install_mathjax(out / MATHJAX_DIR)
+
+
+def build_deck(src: Path, out: Path, build: Path) -> Path:
+    """Write ``out/<chapter>.slides.html`` for the chapter notebook ``src``; return its path."""
+    nb, how = executed_notebook(src, build)
+    deck = slide_notebook(nb)
+    body, _ = exporter().from_notebook_node(deck, resources={"metadata": {"name": src.stem}})
+    remote = offline.remote_resources(body)
+    if remote:
+        raise RuntimeError(f"{src.name}: the deck would fetch {remote}")
+    path = out / f"{src.stem}.slides.html"
+    path.write_text(body, encoding="utf-8")
+    n = sum(1 for c in deck.cells if c.metadata["slideshow"]["slide_type"] in ("slide", "subslide"))
+    print(f"slides: {path} ({n} slides, {path.stat().st_size / 1e6:.1f} MB) from {how}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("notebooks", nargs="*", type=Path, help="chapter notebooks (default: every notebooks/NN_*.ipynb)")
+    p.add_argument("--out", type=Path, default=ROOT / "_build" / "slides", help="folder for the decks")
+    p.add_argument("--build", type=Path, default=ROOT / "_build",
+                   help="the book's build folder, with jupyter_execute/ and .jupyter_cache/")
+    a = p.parse_args(argv)
+    if a.build.exists() and not a.build.is_dir():
+        p.error(f"--build {a.build} is not a folder (the book's _build)")
+    notebooks = a.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    missing = [str(n) for n in notebooks if not n.is_file()]
+    if missing:
+        p.error(f"no such notebook: {', '.join(missing)}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    install_assets(a.out)
+    for nb in notebooks:
+        build_deck(nb.resolve(), a.out, a.build.resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
