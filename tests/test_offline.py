@@ -1,6 +1,8 @@
 """The built book works with no network (book/_ext/offline.py): a small book, the intro and chapter 0
 executed in the smoke profile with the real _config.yml, opened in headless Chromium with every
-request to another host refused. Screenshots land in _build/screenshots/.
+request to another host refused. Screenshots land in _build/screenshots/: each page, and the first
+score and widget (static version) of each chapter. MUSICTX_BOOK_HTML=_build/html runs the browser
+test on every page of a full build instead (after `make book`).
 
 Chromium is Debian's (`apt-get install chromium`; .ci/run installs it), driven by Playwright, whose own
 browser download is never used. Without Chromium the browser test skips, except in CI, where it fails.
@@ -140,29 +142,50 @@ def open_offline(browser, url: str):
     return page, requests, refused, failed, errors
 
 
+def built_pages(small_book) -> tuple[Path, list[str]]:
+    """The small book's pages; or, with MUSICTX_BOOK_HTML=_build/html, every page of a full build."""
+    full = os.environ.get("MUSICTX_BOOK_HTML")
+    if not full:
+        return small_book[0], PAGES
+    html = Path(full)
+    pages = sorted(str(p.relative_to(html).with_suffix("")) for d in ("book", "notebooks")
+                   for p in (html / d).glob("*.html"))
+    assert pages, f"no pages under {html}"
+    return html, pages
+
+
+# a fixed picture of each kind of thing a chapter shows, for the build's artifacts
+ELEMENTS = {"score": ".musictx-score", "widget": ".musictx-static"}
+
+
 def test_pages_render_offline_in_chromium(small_book):
     exe = chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
-    html, _ = small_book
+    html, pages = built_pages(small_book)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
         try:
-            for name in PAGES:
+            for name in pages:
                 page, requests, refused, failed, errors = open_offline(browser, (html / f"{name}.html").as_uri())
                 stem = Path(name).name
                 page.screenshot(path=str(SCREENSHOTS / f"{stem}.png"))
                 assert not refused and not failed, f"{name}: refused {refused}, failed {failed}"
                 assert not errors, f"{name}: JavaScript errors {errors}"
-                assert page.locator("mjx-container").count() >= (20 if name == CHAPTER else 1)
+                chapter = name.startswith("notebooks/")
+                assert page.locator("mjx-container").count() >= (20 if chapter else 0)
                 assert page.locator("mjx-merror").count() == 0, f"{name}: MathJax could not typeset"
                 fonts = [u for u in requests if "/_static/mathjax/output/chtml/fonts/woff-v2/" in u]
                 assert fonts and all(u.startswith("file:") for u in fonts), fonts    # MathJax's own fonts
                 prose = page.evaluate(VISIBLE_PROSE)
                 raw = RAW_TEX.findall(prose)
                 assert not raw, f"{name}: math left as text: {raw[:5]}"
-                if name == CHAPTER:
+                if chapter:
+                    assert page.locator(".musictx-score svg").count() >= 1, f"{name}: no score"
+                    for kind, selector in ELEMENTS.items():
+                        if page.locator(selector).count():
+                            page.locator(selector).first.screenshot(path=str(SCREENSHOTS / f"{stem}-{kind}.png"))
                     audio = page.evaluate(AUDIO)
                     assert len(audio) >= 2, audio
                     for a in audio:
@@ -174,6 +197,7 @@ def test_pages_render_offline_in_chromium(small_book):
         finally:
             browser.close()
     assert (SCREENSHOTS / "00_music_as_tokens.png").stat().st_size > 10_000
+    assert (SCREENSHOTS / "00_music_as_tokens-score.png").stat().st_size > 5_000
 
 
 # -- what counts as remote -----------------------------------------------------------------------
