@@ -31,7 +31,9 @@ import offline  # noqa: E402  (book/_ext/offline.py)
 CHAPTER = "notebooks/00_music_as_tokens"
 PAGES = ["book/intro", CHAPTER]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Debian's chromium; or Google Chrome (GitHub's Ubuntu runners have it); MUSICTX_CHROMIUM names another
+CHROMIUM = (os.environ.get("MUSICTX_CHROMIUM") or shutil.which("chromium") or shutil.which("google-chrome")
+            or "/usr/bin/chromium")
 TOC = f"format: jb-book\nroot: book/intro\nchapters:\n  - file: {CHAPTER}\n"
 
 
