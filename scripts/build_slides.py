@@ -471,9 +471,23 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no such notebook: {', '.join(missing)}")
     a.out.mkdir(parents=True, exist_ok=True)
     install_assets(a.out)
-    for nb in notebooks:
-        build_deck(nb.resolve(), a.out, a.build.resolve())
+    decks = [build_deck(nb.resolve(), a.out, a.build.resolve()) for nb in notebooks]
+    write_index(decks, notebooks, a.out)
     return 0
+
+
+def write_index(decks: list[Path], notebooks: list[Path], out: Path) -> Path:
+    """``out/index.html``: one link per deck, titled by the chapter's first heading."""
+    import html
+
+    items = []
+    for deck, nb in zip(decks, notebooks):
+        first = nbformat.read(nb, as_version=4).cells[0].source.splitlines()[0]
+        items.append(f'<li><a href="{deck.name}">{html.escape(first.lstrip("# "))}</a></li>')
+    path = out / "index.html"
+    path.write_text("<!doctype html><meta charset='utf-8'><title>musictx-lite: slides</title>\n"
+                    "<h1>musictx-lite: slides</h1>\n<ul>\n" + "\n".join(items) + "\n</ul>\n", encoding="utf-8")
+    return path
 
 
 if __name__ == "__main__":

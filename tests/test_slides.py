@@ -66,6 +66,8 @@ def deck(small_book, tmp_path_factory):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "from executed copy" in r.stdout, r.stdout + r.stderr      # reused the book's outputs
+    index = (out / "index.html").read_text()
+    assert f'href="{Path(CHAPTER).name}.slides.html">0. Music as tokens</a>' in index
     return out / f"{Path(CHAPTER).name}.slides.html"
 
 
