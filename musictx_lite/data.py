@@ -86,6 +86,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix + ".part")
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)                   # as open() would make it, not mkstemp's 0600
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -93,6 +96,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def cache_root() -> Path:
+    """Where the package keeps downloads and records: ``$MUSICTX_CACHE``, else ``~/.cache/musictx_lite``."""
+    return Path(os.environ.get("MUSICTX_CACHE") or Path.home() / ".cache" / "musictx_lite")
 
 
 def _sha256(path: Path) -> str:
@@ -105,7 +113,7 @@ def fetch(url: str, sha256: str, cache_dir: str | os.PathLike | None = None) -> 
     A download whose checksum does not match is deleted and raises ValueError;
     the cache never holds a partial or wrong file.
     """
-    cache = Path(cache_dir or os.environ.get("MUSICTX_CACHE", Path.home() / ".cache" / "musictx_lite"))
+    cache = Path(cache_dir or cache_root())
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / url.rsplit("/", 1)[-1]
     if target.exists() and _sha256(target) == sha256:

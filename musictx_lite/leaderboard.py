@@ -23,7 +23,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .data import atomic_write
+from .data import atomic_write, cache_root
 
 WIDTH = 88                      # the book's column: no printed line is wider
 NAME_WIDTH = 24
@@ -55,8 +55,7 @@ def folder() -> Path:
 
     root = os.environ.get("MUSICTX_LEADERBOARD")
     if root is None:
-        cache = os.environ.get("MUSICTX_CACHE", Path.home() / ".cache" / "musictx_lite")
-        root = Path(cache) / "leaderboard"
+        root = cache_root() / "leaderboard"
     data = os.environ.get("MUSICTX_DATA") or "chorales"
     return Path(root) / f"{get_profile().name}-{_slug(Path(data).name if os.sep in data else data)}"
 

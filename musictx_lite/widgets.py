@@ -1,6 +1,6 @@
 """Interactive widgets for the classroom, each with a static version for the rendered book.
 
-Notebooks: 01-09 (``explore_attention``, for any next-token model with attention weights),
+Notebooks: 01 and 03-09 (``explore_attention``, for any next-token model with attention weights),
 01_attention_in_rnns.ipynb and 08_skew.ipynb (``explore_sampler``), 08_skew.ipynb (``explore_skew``).
 
 Three widgets (ipywidgets 8), each a small box of controls over a pure function that draws one

@@ -42,6 +42,9 @@ from typing import Callable
 
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import student_notebooks  # noqa: E402  (scripts/student_notebooks.py: which cells are solutions and stubs)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import offline  # noqa: E402  (book/_ext/offline.py: the npm download helper and the MathJax bundle)
@@ -176,15 +179,12 @@ def myst_to_markdown(text: str, cite: Callable[[str, str], str], keyprefix: str 
 
 # -- choosing cells and outputs ------------------------------------------------------------------
 
-EXERCISE_CALL = re.compile(r"^\s*(\w+\s*=\s*)?exercise_\d+_\d+\(", re.M)
-
-
 def is_dropped(cell) -> bool:
     """The install cell, exercise solutions (cells calling exercise_N_M) and the solution stubs."""
     src = cell.source
     tags = set(cell.metadata.get("tags", []))
     return ("remove-cell" in tags or "google.colab" in src or "pip install" in src
-            or bool(EXERCISE_CALL.search(src)) or src.strip() == "# Your solution here.")
+            or student_notebooks.is_solution(cell) or student_notebooks.is_stub(cell))
 
 
 def _text(o) -> str:
@@ -340,16 +340,18 @@ def executed_notebook(src: Path, build: Path, timeout: int = 900):
           f"outputs); executing it now with nbclient, profile {profile}", file=sys.stderr)
     from nbclient import NotebookClient
 
-    env_progress = os.environ.get("MUSICTX_PROGRESS")
-    os.environ["MUSICTX_PROGRESS"] = "0"                 # no progress bars in the outputs, as in the book
+    # as in the book: no progress bars, and the widgets' static versions
+    saved = {k: os.environ.get(k) for k in ("MUSICTX_PROGRESS", "MUSICTX_WIDGETS")}
+    os.environ.update(MUSICTX_PROGRESS="0", MUSICTX_WIDGETS="static")
     try:
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(src.parent)}}).execute()
     finally:
-        if env_progress is None:
-            os.environ.pop("MUSICTX_PROGRESS", None)
-        else:
-            os.environ["MUSICTX_PROGRESS"] = env_progress
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return nb, f"executed now (profile {profile})"
 
 

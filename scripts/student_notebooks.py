@@ -1,12 +1,14 @@
 """Generate the student notebooks from the chapters: never edit them by hand.
 
-    python scripts/student_notebooks.py [--out notebooks/students] [--check]
+    python scripts/student_notebooks.py [--out notebooks/students] [--check] [--links]
 
 A student notebook is its chapter with the reference solutions taken out: every code cell that calls
 ``exercise_<chapter>_<n>(...)`` is removed, every output is cleared, and the "Your solution here."
 cells stay, with the checker to call where the exercise asks for code. The committed copies in
 ``notebooks/students`` are what the Colab links of the book and the lecturer's guide open;
 ``--check`` (and tests/test_students.py) fails when they differ from what this script makes.
+``--links`` first points every chapter's link to its student version at the repository and branch
+of ``_config.yml`` (for a semester pinned to a release tag).
 """
 from __future__ import annotations
 
@@ -33,6 +35,11 @@ def is_solution(cell: dict) -> bool:
     return cell["cell_type"] == "code" and bool(SOLUTION.search("".join(cell["source"])))
 
 
+def is_stub(cell: dict) -> bool:
+    """The students' empty cell of an exercise ("# Your solution here.", perhaps naming a checker)."""
+    return cell["cell_type"] == "code" and "".join(cell["source"]).lstrip().startswith("# Your solution here")
+
+
 def student_version(nb: dict) -> dict:
     """The chapter ``nb`` without solution cells, without outputs, with a note under the title."""
     out = copy.deepcopy(nb)
@@ -52,6 +59,33 @@ def student_version(nb: dict) -> dict:
     return out
 
 
+def colab_prefix() -> str:
+    """The Colab address of the student notebooks, from _config.yml's repository URL and branch."""
+    import yaml
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    slug = repo["url"].split("github.com/", 1)[1].rstrip("/")
+    return f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/notebooks/students/"
+
+
+LINK = re.compile(r"https://colab\.research\.google\.com/github/\S+?/notebooks/students/")
+
+
+def relink(path: Path) -> bool:
+    """Point the chapter's link to its student version at _config.yml's branch; True if it changed."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and LINK.search(cell.source):
+            new = LINK.sub(colab_prefix(), cell.source)
+            changed, cell.source = changed or new != cell.source, new
+    if changed:
+        nbformat.write(nb, path)
+    return changed
+
+
 def dumps(nb) -> str:
     import nbformat
 
@@ -62,12 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "notebooks" / "students")
     ap.add_argument("--check", action="store_true", help="fail if a committed student notebook is stale")
+    ap.add_argument("--links", action="store_true",
+                    help="first point each chapter's student link at _config.yml's repository and branch")
     ap.add_argument("chapters", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     args = ap.parse_args(argv)
     import nbformat
 
     chapters = args.chapters or sorted((ROOT / "notebooks").glob("*.ipynb"))
     stale = []
+    for path in chapters if args.links else []:
+        if relink(path):
+            print(f"relinked {path}")
     for path in chapters:
         text = dumps(student_version(nbformat.read(path, as_version=4)))
         target = args.out / path.name

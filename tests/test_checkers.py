@@ -40,17 +40,6 @@ def _renormalise(w):
     return z / z.sum(-1, keepdim=True)
 
 
-def _mha_einsum(mha, x, scale=True, mask=True):
-    nh, (B, T, C) = mha.n_heads, x.shape
-    hs = C // nh
-    q, k, v = torch.einsum("btc,snhc->sbnth", x, mha.qkv.weight.view(3, nh, hs, C))
-    s = torch.einsum("bnih,bnjh->bnij", q, k) / (math.sqrt(hs) if scale else 1)
-    if mask:
-        s = s.masked_fill(~causal_mask(T), float("-inf"))
-    y = torch.einsum("bnij,bnjh->bnih", s.softmax(-1), v)
-    return torch.einsum("bnth,onh->bto", y, mha.proj.weight.view(C, nh, hs)) + mha.proj.bias
-
-
 def _skew_unmasked(rel):
     L = rel.shape[0]
     x = F.pad(F.pad(rel, (0, 1)).flatten(), (0, L - 1)).reshape(L + 1, 2 * L - 1)
@@ -58,7 +47,7 @@ def _skew_unmasked(rel):
 
 
 REFERENCES = {
-    "1.1": (ch1.AdditiveAttention,), "3.1": (ch3.PeekHead,), "3.2": (_renormalise,), "4.1": (_mha_einsum,),
+    "1.1": (ch1.AdditiveAttention,), "3.1": (ch3.PeekHead,), "3.2": (_renormalise,), "4.1": (ch4.mha_einsum,),
     "4.2": (ch4.GroupedQueryAttention,), "5.1": (ch5.RMSNorm,), "6.3": (ch6.VoicePositions,),
     "8.1": (skew, _skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
     "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
@@ -314,10 +303,10 @@ PLANTED = [
     ("3.2", (lambda w: (w * w.new_ones(w.shape).tril(1)) / (w * w.new_ones(w.shape).tril(1)).sum(-1, keepdim=True),),
      "not causal"),
     ("3.2", (_raise,), "your function raised ValueError: not written yet"),
-    ("4.1", (lambda mha, x: _mha_einsum(mha, x, scale=False),),
+    ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, scale=False),),
      "differs from MultiHeadAttention's forward by"),
-    ("4.1", (lambda mha, x: _mha_einsum(mha, x, scale=False),), "it matches attention without the 1/sqrt(head size)"),
-    ("4.1", (lambda mha, x: _mha_einsum(mha, x, mask=False),), "it matches attention without the causal mask"),
+    ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, scale=False),), "it matches attention without the 1/sqrt(head size)"),
+    ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, mask=False),), "it matches attention without the causal mask"),
     ("4.2", (GQANoMask,), "not causal with n_groups = 4"),
     ("4.2", (GQANoScale,), "differs from MultiHeadAttention by"),
     ("4.2", (GQAUnshared,), "sharing should save the 2 (n_heads - n_groups) head_size C = 1,024 weights"),
@@ -393,7 +382,7 @@ def test_the_students_random_state_and_instance_are_left_alone(capsys):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    assert run(capsys, "5.1", norm)[0] and run(capsys, "6.3", pos)[0] and run(capsys, "4.1", _mha_einsum)[0]
+    assert run(capsys, "5.1", norm)[0] and run(capsys, "6.3", pos)[0] and run(capsys, "4.1", ch4.mha_einsum)[0]
     assert torch.equal(torch.rand(3), expected)
     after = [p.detach() for p in (*norm.parameters(), *pos.parameters())]
     assert all(torch.equal(a, b) for a, b in zip(before, after))
@@ -413,3 +402,42 @@ def test_instances_are_checked_on_their_device(capsys):
         bad = lambda m, tokens, prefill=1: ch10.cached_logits(m, tokens.tolist(), prefill)[:, :3]
         ok, out = run(capsys, "10.3", bad, model)
         assert not ok and "has shape (20, 3), expected (20, 54)" in out
+
+
+# ----------------------------------------------------------------------------- answers found in review
+
+class GQAPerGroup(nn.Module):
+    """Right, with kv's rows as [K | V] per group rather than [all K | all V]."""
+
+    def __init__(self, cfg, n_groups):
+        super().__init__()
+        C, self.nh, self.ng, self.hs = cfg.n_embd, cfg.n_heads, n_groups, cfg.n_embd // cfg.n_heads
+        self.q, self.proj = nn.Linear(C, C, bias=False), nn.Linear(C, C)
+        self.kv = nn.Linear(C, 2 * n_groups * self.hs, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q = self.q(x).view(B, T, self.nh, self.hs).transpose(1, 2)
+        kv = self.kv(x).view(B, T, self.ng, 2, self.hs)
+        k, v = (kv[..., i, :].transpose(1, 2).repeat_interleave(self.nh // self.ng, 1) for i in (0, 1))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+def test_a_right_answer_in_another_layout_or_mode_passes(capsys):
+    assert run(capsys, "4.2", GQAPerGroup)[0]
+    torch.manual_seed(0)
+    model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32, dropout=0.3))
+    assert run(capsys, "10.3", ch10.cached_logits, model.train())[0]       # as left by train(): dropout on
+    assert model.training, "the checker gives the model back in the mode it found it"
+
+
+def test_a_90_percent_interval_is_not_the_95_percent_one(capsys):
+    def bootstrap_90(a, b, counts, n=2000, seed=0):
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(a), (n, len(a)))
+        s = (a[idx] - b[idx]).sum(1) / counts[idx].sum(1)
+        return (a - b).sum() / counts.sum(), np.percentile(s, 5), np.percentile(s, 95)
+
+    ok, out = run(capsys, "11.1", bootstrap_90)
+    assert not ok and "2.5 and 97.5 percentiles" in out

@@ -134,3 +134,22 @@ def test_load_jsb_default_source_is_the_local_copy_when_named(tmp_path, monkeypa
     monkeypatch.setenv("MUSICTX_JSB_PATH", str(tmp_path / "missing.json"))
     with pytest.raises(FileNotFoundError, match="missing.json"):
         D.load_jsb()
+
+
+def test_atomic_write_leaves_no_part_file_and_the_usual_mode(tmp_path):
+    import os
+
+    from musictx_lite.data import atomic_write
+
+    target = tmp_path / "x.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        atomic_write(target, lambda tmp: (open(tmp, "w").write("half"), (_ for _ in ()).throw(RuntimeError("x"))))
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+    umask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "y.json", lambda tmp: open(tmp, "w").write("new"))
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "y.json").read_text() == "new"
+    assert (tmp_path / "y.json").stat().st_mode & 0o777 == 0o644, "as open() makes it, not mkstemp's 0600"

@@ -144,11 +144,11 @@ def open_offline(browser, url: str):
     return page, requests, refused, failed, errors
 
 
-def built_pages(small_book) -> tuple[Path, list[str]]:
+def built_pages(request) -> tuple[Path, list[str]]:
     """The small book's pages; or, with MUSICTX_BOOK_HTML=_build/html, every page of a full build."""
     full = os.environ.get("MUSICTX_BOOK_HTML")
     if not full:
-        return small_book[0], PAGES
+        return request.getfixturevalue("small_book")[0], PAGES       # built only when needed
     html = Path(full)
     pages = sorted(str(p.relative_to(html).with_suffix("")) for d in ("book", "notebooks")
                    for p in (html / d).glob("*.html"))
@@ -160,11 +160,11 @@ def built_pages(small_book) -> tuple[Path, list[str]]:
 ELEMENTS = {"score": ".musictx-score", "widget": ".musictx-static"}
 
 
-def test_pages_render_offline_in_chromium(small_book):
+def test_pages_render_offline_in_chromium(request):
     exe = chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
-    html, pages = built_pages(small_book)
+    html, pages = built_pages(request)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])

@@ -39,7 +39,15 @@ def test_book_links_the_student_version_in_colab(path):
     slug = repo["url"].split("github.com/")[1]
     url = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/notebooks/students/{path.name}"
     md = "\n".join(c.source for c in cells(path) if c.cell_type == "markdown")
-    assert f"]({url})" in md
+    assert f"]({url})" in md, f"{path.name}: run python scripts/student_notebooks.py --links"
+    assert sn.colab_prefix() + path.name == url
+
+
+def test_links_follow_the_configured_branch(tmp_path, monkeypatch):
+    chapter = tmp_path / CHAPTERS[0].name
+    chapter.write_text(CHAPTERS[0].read_text().replace("/blob/main/notebooks/students/", "/blob/v0.0.9/notebooks/students/"))
+    assert sn.relink(chapter) and not sn.relink(chapter)
+    assert chapter.read_text() == CHAPTERS[0].read_text()
 
 
 def test_committed_student_notebooks_are_the_generated_ones():

@@ -17,28 +17,38 @@ from ..config import ModelConfig
 from ..data import Splits, load_data
 from ..tasks import evaluate_nll
 
-__all__ = ["GroupedQueryAttention", "exercise_4_1", "exercise_4_2", "exercise_4_3"]
+__all__ = ["GroupedQueryAttention", "mha_einsum", "exercise_4_1", "exercise_4_2", "exercise_4_3"]
+
+
+def mha_einsum(mha: MultiHeadAttention, x: torch.Tensor, scale: bool = True, mask: bool = True,
+               bias: bool = True) -> torch.Tensor:
+    """Multi-head attention in einsums, from the weights of ``mha``: (B, T, C) -> (B, T, C).
+
+    No reshapes and no transposes: the head index is just one more letter.
+    b batch, t/i/j positions, n head, h head feature, c/o model features. ``scale``, ``mask`` and
+    ``bias`` switch off a part, as a student might (checkers.check_4_1 names such mistakes).
+    """
+    nh, (T, C) = mha.n_heads, x.shape[-2:]
+    hs = C // nh
+    W = mha.qkv.weight.view(3, nh, hs, C)                                   # [W_Q | W_K | W_V]^T, split by head
+    q, k, v = torch.einsum("btc,snhc->sbnth", x, W)                        # (B, nh, T, hs) each
+    scores = torch.einsum("bnih,bnjh->bnij", q, k) / (math.sqrt(hs) if scale else 1.0)   # (B, nh, T, T)
+    if mask:
+        scores = scores.masked_fill(~causal_mask(T, device=x.device), float("-inf"))
+    y = torch.einsum("bnij,bnjh->bnih", scores.softmax(-1), v)              # (B, nh, T, hs)
+    W_O = mha.proj.weight.view(C, nh, hs)                                   # (C_out, nh, hs)
+    out = torch.einsum("bnth,onh->bto", y, W_O)                             # (B, T, C): concat + W_O in one go
+    return out + mha.proj.bias if bias else out
 
 
 @torch.no_grad()
 def exercise_4_1(n_embd: int = 32, n_heads: int = 4, T: int = 12, seed: int = 0) -> float:
-    """Multi-head attention in einsums, from the weights of a ``MultiHeadAttention``; returns the max difference.
-
-    No reshapes and no transposes: the head index is just one more letter.
-    b batch, t/i/j positions, n head, h head feature, c/o model features.
-    """
+    """Multi-head attention in einsums (``mha_einsum``) against ``MultiHeadAttention``; returns the max difference."""
     torch.manual_seed(seed)
     cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads)
     mha = MultiHeadAttention(cfg, fast=False).eval()
     x = torch.randn(2, T, n_embd)                                           # (B, T, C)
-    hs = n_embd // n_heads
-    W = mha.qkv.weight.view(3, n_heads, hs, n_embd)                         # [W_Q | W_K | W_V]^T, split by head
-    q, k, v = torch.einsum("btc,snhc->sbnth", x, W)                        # (B, nh, T, hs) each
-    scores = torch.einsum("bnih,bnjh->bnij", q, k) / math.sqrt(hs)          # (B, nh, T, T)
-    scores = scores.masked_fill(~causal_mask(T), float("-inf"))
-    y = torch.einsum("bnij,bnjh->bnih", scores.softmax(-1), v)              # (B, nh, T, hs)
-    W_O = mha.proj.weight.view(n_embd, n_heads, hs)                         # (C_out, nh, hs)
-    out = torch.einsum("bnth,onh->bto", y, W_O) + mha.proj.bias             # (B, T, C): concat + W_O in one go
+    out = mha_einsum(mha, x)
     diff = (out - mha(x)).abs().max().item()
     assert diff < 1e-5, diff
     print(f"einsum multi-head attention = MultiHeadAttention: max |difference| = {diff:.1e}")
