@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from musictx_lite import ModelConfig, build_model, checkers
 from musictx_lite.attention import Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.checkers import CHECKERS, checkers_for
-from musictx_lite.exercises import ch1, ch3, ch4, ch5, ch6, ch9, ch10, ch11
+from musictx_lite.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
 from musictx_lite.fnet import causal_fft_conv
 from musictx_lite.positions import LearnedPositions
 from musictx_lite.relative import skew
@@ -35,21 +35,10 @@ def run(capsys, key: str, *args, **kwargs) -> tuple[bool, str]:
 
 # ----------------------------------------------------------------------------- correct answers
 
-def _renormalise(w):
-    z = w * torch.ones_like(w, dtype=torch.bool).tril()
-    return z / z.sum(-1, keepdim=True)
-
-
-def _skew_unmasked(rel):
-    L = rel.shape[0]
-    x = F.pad(F.pad(rel, (0, 1)).flatten(), (0, L - 1)).reshape(L + 1, 2 * L - 1)
-    return x[:L, L - 1:]
-
-
 REFERENCES = {
-    "1.1": (ch1.AdditiveAttention,), "3.1": (ch3.PeekHead,), "3.2": (_renormalise,), "4.1": (ch4.mha_einsum,),
+    "1.1": (ch1.AdditiveAttention,), "3.1": (ch3.PeekHead,), "3.2": (ch3.renormalise,), "4.1": (ch4.mha_einsum,),
     "4.2": (ch4.GroupedQueryAttention,), "5.1": (ch5.RMSNorm,), "6.3": (ch6.VoicePositions,),
-    "8.1": (skew, _skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
+    "8.1": (skew, ch8.skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
     "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
     "11.1": (ch11.paired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
 }

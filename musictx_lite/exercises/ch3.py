@@ -81,6 +81,12 @@ def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: 
     return out
 
 
+def renormalise(weights: torch.Tensor) -> torch.Tensor:
+    """Exercise 3.2's repair: zero the future of softmax weights (..., T, T), then renormalise the rows."""
+    zeroed = weights * causal_mask(weights.shape[-1], weights.device)
+    return zeroed / zeroed.sum(-1, keepdim=True)
+
+
 def exercise_3_2(T: int = 8, seed: int = 0) -> float:
     """Zeroing after the softmax breaks the sum to 1; renormalising recovers the masked weights."""
     torch.manual_seed(seed)
@@ -88,7 +94,7 @@ def exercise_3_2(T: int = 8, seed: int = 0) -> float:
     full = attention(q, k, v)[1]
     zeroed = full * causal_mask(T)
     right = attention(q, k, v, causal_mask(T))[1]
-    renorm = zeroed / zeroed.sum(-1, keepdim=True)
+    renorm = renormalise(full)
     assert torch.allclose(renorm, right, atol=1e-6)
     print("row sums after zeroing:", zeroed.sum(-1).numpy().round(3))
     print("renormalised == masked before the softmax:", torch.allclose(renorm, right, atol=1e-6))

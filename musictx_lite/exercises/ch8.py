@@ -15,6 +15,14 @@ from ..relative import relative_logits_direct
 __all__ = ["exercise_8_1", "exercise_8_2", "exercise_8_3"]
 
 
+def skew_unmasked(rel: torch.Tensor) -> torch.Tensor:
+    """Exercise 8.1's skew for unmasked attention: (L, 2L - 1) logits by distance -(L-1)..(L-1) -> (L, L)."""
+    L = rel.shape[0]
+    x = F.pad(rel, (0, 1)).flatten()                                    # pad a column on the right, flatten
+    x = F.pad(x, (0, L - 1)).reshape(L + 1, 2 * L - 1)                 # pad L - 1, reshape (L + 1, 2L - 1)
+    return x[:L, L - 1:]                                                # first L rows, last L columns
+
+
 def exercise_8_1(L: int = 5, d: int = 8, seed: int = 0) -> torch.Tensor:
     """The skew by hand for one head, checked against the direct gather; then the unmasked version."""
     torch.manual_seed(seed)
@@ -28,9 +36,7 @@ def exercise_8_1(L: int = 5, d: int = 8, seed: int = 0) -> torch.Tensor:
     # unmasked: distances -(L-1)..(L-1), R2 (L, 2L-1); out[i, j] = R2[i, j - i + L - 1] for every j
     E2 = torch.randn(2 * L - 1, d)
     R2 = q @ E2.T                                                       # (L, 2L - 1)
-    x = F.pad(R2, (0, 1)).flatten()                                     # pad a column on the right, flatten
-    x = F.pad(x, (0, L - 1)).reshape(L + 1, 2 * L - 1)                 # pad L - 1, reshape (L + 1, 2L - 1)
-    S2 = x[:L, L - 1:]                                                  # first L rows, last L columns
+    S2 = skew_unmasked(R2)
     ref = torch.stack([torch.stack([R2[i, j - i + L - 1] for j in range(L)]) for i in range(L)])
     assert torch.allclose(S2, ref)
     print("unmasked skew: pad a column on the right, flatten, pad L - 1,")
