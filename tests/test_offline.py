@@ -149,7 +149,7 @@ def built_pages(request) -> tuple[Path, list[str]]:
     full = os.environ.get("MUSICTX_BOOK_HTML")
     if not full:
         return request.getfixturevalue("small_book")[0], PAGES       # built only when needed
-    html = Path(full)
+    html = Path(full).resolve()
     pages = sorted(str(p.relative_to(html).with_suffix("")) for d in ("book", "notebooks")
                    for p in (html / d).glob("*.html"))
     assert pages, f"no pages under {html}"
