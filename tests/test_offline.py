@@ -192,7 +192,7 @@ def test_pages_render_offline_in_chromium(request):
                         if page.locator(selector).count():
                             page.locator(selector).first.screenshot(path=str(SCREENSHOTS / f"{stem}-{kind}.png"))
                     audio = page.evaluate(AUDIO)
-                    assert len(audio) >= 2, audio
+                    assert len(audio) >= (2 if name == CHAPTER else 1), audio
                     for a in audio:
                         assert a["src"].startswith(("data:audio/", "file:")), a
                         assert a["duration"] > 1, a           # Chromium decoded the clip
