@@ -1,7 +1,7 @@
 """Check your own answers to the exercises that ask for code, with no grading server.
 
 Notebooks: the "Exercises" sections of chapters 1, 3, 4, 5, 6, 8, 9, 10 and 11
-(exercises 1.1, 3.1, 3.2, 4.1, 4.2, 5.1, 6.3, 8.1, 9.1, 9.2, 9.3, 10.1, 10.2,
+(exercises 1.1, 3.1, 3.2, 4.1, 4.2, 5.1, 6.2, 6.3, 8.1, 9.1, 9.2, 9.3, 10.1, 10.2,
 10.3, 11.1, 11.2). The other exercises ask for measurements, counts and
 explanations; their reference cells print what to compare with.
 
@@ -57,7 +57,7 @@ from .tasks import evaluating
 from .tokens import BOS, N_SPECIAL, VOCAB_SIZE
 
 __all__ = ["CHECKERS", "checkers_for", "check_1_1", "check_3_1", "check_3_2", "check_4_1", "check_4_2",
-           "check_5_1", "check_6_3", "check_8_1", "check_9_1", "check_9_2", "check_9_3", "check_10_1",
+           "check_5_1", "check_6_2", "check_6_3", "check_8_1", "check_9_1", "check_9_2", "check_9_3", "check_10_1",
            "check_10_2", "check_10_3", "check_11_1", "check_11_2"]
 
 
@@ -525,6 +525,42 @@ def check_5_1(norm, C: int | None = None) -> str:
 # ----------------------------------------------------------------------------- chapter 6
 
 @_checker
+def check_6_2(table: Callable, L: int = 128, C: int = 64) -> str:
+    """Exercise 6.2: a sinusoid table whose first pair turns by pi/2 per token (period 4: one step).
+
+    ``table``: your function ``table(L, C) -> (L, C)`` tensor, rows = positions 0 .. L - 1, built like
+    ``positions.sinusoids`` but with a first (sin, cos) pair at pi/2 radians per token.
+
+    Checks: the shape; every entry in [-1, 1]; some pair of columns is (sin, cos) of pi t / 2 (in
+    either order); the voice, (t - 1) mod 4, can be read off the rows (``voice_accuracy`` > 0.9,
+    against about 0.25 for the standard table); the rest of the table still tells positions apart.
+    Returns True or False.
+    """
+    from .positions import sinusoids, voice_accuracy
+
+    P = _tensor("your table", _call(f"table({L}, {C})", table, L, C)).detach().double().cpu()
+    if tuple(P.shape) != (L, C):
+        raise _Fail(f"table({L}, {C}) has shape {tuple(P.shape)}, expected {(L, C)}: one row per position")
+    if P.abs().max() > 1 + 1e-6:
+        raise _Fail(f"entries up to {P.abs().max().item():.3g}: sines and cosines stay within [-1, 1]")
+    t = torch.arange(L, dtype=torch.double)
+    quarter = [torch.sin(t * math.pi / 2), torch.cos(t * math.pi / 2)]
+    found = [[bool(torch.allclose(P[:, c], w, atol=1e-4)) for c in range(C)] for w in quarter]   # float32 sin
+    if not (any(found[0]) and any(found[1])):
+        standard = sinusoids(L, C).double()
+        why = (" (it is the standard table: its fastest pair turns by 1 radian per token, period 2 pi)"
+               if torch.allclose(P, standard, atol=1e-6) else "")
+        raise _Fail(f"no pair of columns is sin(pi t / 2), cos(pi t / 2){why}")
+    acc, base = voice_accuracy(P), voice_accuracy(sinusoids(L, C))
+    if acc <= 0.9:
+        raise _Fail(f"the voice is read off your rows with accuracy {acc:.2f}, expected > 0.9 (standard: {base:.2f})")
+    distinct = torch.cdist(P, P)[~torch.eye(L, dtype=torch.bool)].min().item()
+    if distinct < 1e-6:
+        raise _Fail("two positions get the same row: keep the slower pairs, which tell positions apart")
+    return f"shape ({L}, {C}); a pi/2 pair; voice accuracy {acc:.2f} (standard table {base:.2f}); rows distinct"
+
+
+@_checker
 def check_6_3(positions, n_embd: int | None = None, block_size: int = 32) -> str:
     """Exercise 6.3: a voice embedding, x + V[(t - 1) mod 4], one of four learned vectors per position.
 
@@ -895,7 +931,7 @@ def check_11_2(fit: Callable, speedup: Callable | None = None) -> str:
 
 CHECKERS: dict[str, Callable[..., bool]] = {
     "1.1": check_1_1, "3.1": check_3_1, "3.2": check_3_2, "4.1": check_4_1, "4.2": check_4_2, "5.1": check_5_1,
-    "6.3": check_6_3, "8.1": check_8_1, "9.1": check_9_1, "9.2": check_9_2, "9.3": check_9_3,
+    "6.2": check_6_2, "6.3": check_6_3, "8.1": check_8_1, "9.1": check_9_1, "9.2": check_9_2, "9.3": check_9_3,
     "10.1": check_10_1, "10.2": check_10_2, "10.3": check_10_3, "11.1": check_11_1, "11.2": check_11_2,
 }
 

@@ -15,7 +15,7 @@ from musictx_lite.attention import Head, MultiHeadAttention, attention, causal_m
 from musictx_lite.checkers import CHECKERS, checkers_for
 from musictx_lite.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
 from musictx_lite.fnet import causal_fft_conv
-from musictx_lite.positions import LearnedPositions
+from musictx_lite.positions import LearnedPositions, sinusoids
 from musictx_lite.relative import skew
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -23,7 +23,7 @@ from conftest import VIRTUAL_DEVICE  # noqa: E402
 from virtual_device import VirtualDevice  # noqa: E402
 
 # the exercises whose text asks for a function or a module
-WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
+WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.2", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
              "11.1", "11.2"]
 
 
@@ -37,7 +37,8 @@ def run(capsys, key: str, *args, **kwargs) -> tuple[bool, str]:
 
 REFERENCES = {
     "1.1": (ch1.AdditiveAttention,), "3.1": (ch3.PeekHead,), "3.2": (ch3.renormalise,), "4.1": (ch4.mha_einsum,),
-    "4.2": (ch4.GroupedQueryAttention,), "5.1": (ch5.RMSNorm,), "6.3": (ch6.VoicePositions,),
+    "4.2": (ch4.GroupedQueryAttention,), "5.1": (ch5.RMSNorm,), "6.2": (ch6.quarter_table,),
+    "6.3": (ch6.VoicePositions,),
     "8.1": (skew, ch8.skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
     "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
     "11.1": (ch11.paired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
@@ -306,6 +307,9 @@ PLANTED = [
     ("5.1", (NoSqrt,), "it matches x / mean(x^2): no square root"),
     ("5.1", (Raises(),), "your module has 272 parameters"),
     ("5.1", (42,), "expected your nn.Module class or an instance of it, got int"),
+    ("6.2", (lambda L, C: sinusoids(L, C),), "it is the standard table"),
+    ("6.2", (lambda L, C: ch6.quarter_table(L, C).T,), "has shape (64, 128), expected (128, 64)"),
+    ("6.2", (lambda L, C: ch6.quarter_table(L, C) * 2,), "sines and cosines stay within [-1, 1]"),
     ("6.3", (LearnedPositions,), "(one per position: that is learned positions)"),
     ("6.3", (PeriodThree,), "not periodic with period 4"),
     ("6.3", (Scales,), "output minus input depends on the input"),

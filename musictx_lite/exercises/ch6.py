@@ -14,7 +14,7 @@ from ..decoder import Decoder
 from ..models import heads
 from ..positions import sinusoids, voice_accuracy
 
-__all__ = ["VoicePositions", "exercise_6_1", "exercise_6_2", "exercise_6_3"]
+__all__ = ["quarter_table", "VoicePositions", "exercise_6_1", "exercise_6_2", "exercise_6_3"]
 
 
 def _offset_residual(P: torch.Tensor, k: int) -> float:
@@ -39,15 +39,21 @@ def exercise_6_1(model: nn.Module, offsets=(1, 4, 16)) -> dict[str, list[float]]
     return res
 
 
+def quarter_table(L: int, C: int) -> torch.Tensor:
+    """The sinusoid table (L, C) with a first pair that turns by pi/2 per token (period 4, one step),
+    in place of the standard table's last (slowest) pair."""
+    t = torch.arange(L, dtype=torch.float)[:, None]
+    quarter = torch.cat([torch.sin(t * math.pi / 2), torch.cos(t * math.pi / 2)], dim=1)   # (L, 2)
+    return torch.cat([quarter, sinusoids(L, C)[:, : C - 2]], dim=1)
+
+
 def exercise_6_2(C: int = 64, L: int = 128) -> dict[str, float]:
     """The fastest standard pair has period 2 pi tokens; a pair turning by pi/2 has period 4."""
     period = 2 * math.pi / 1.0
     print(f"fastest standard pair: 1 radian per token, period {period:.2f} tokens; the others are slower,")
     print("so no pair of the standard table has period 4 (it would need pi/2 radians per token)")
     standard = sinusoids(L, C)
-    t = torch.arange(L, dtype=torch.float)[:, None]
-    quarter = torch.cat([torch.sin(t * math.pi / 2), torch.cos(t * math.pi / 2)], dim=1)   # (L, 2)
-    with_voice = torch.cat([quarter, standard[:, : C - 2]], dim=1)      # replace the last pair
+    with_voice = quarter_table(L, C)                                    # a pi/2 pair replaces the last one
     acc = {"standard": voice_accuracy(standard), "with a pi/2 pair": voice_accuracy(with_voice)}
     print("voice read off the position vector (linear probe, chance 0.25):")
     print("   ", {k: round(v, 2) for k, v in acc.items()})
