@@ -190,7 +190,11 @@ def test_pages_render_offline_in_chromium(request):
                     assert page.locator(".musictx-score svg").count() >= 1, f"{name}: no score"
                     for kind, selector in ELEMENTS.items():
                         if page.locator(selector).count():
-                            page.locator(selector).first.screenshot(path=str(SCREENSHOTS / f"{stem}-{kind}.png"))
+                            element = page.locator(selector).first
+                            height = int((element.bounding_box() or {"height": 0})["height"])
+                            page.set_viewport_size({"width": 1280, "height": max(900, height + 200)})  # one piece
+                            element.screenshot(path=str(SCREENSHOTS / f"{stem}-{kind}.png"))
+                            page.set_viewport_size({"width": 1280, "height": 900})
                     audio = page.evaluate(AUDIO)
                     assert len(audio) >= (2 if name == CHAPTER else 1), audio
                     for a in audio:
