@@ -167,10 +167,11 @@ def format_table(rows: list[dict]) -> str:
             if r is None:
                 continue
             if not r.get("fits", True):
-                lines.append(f"{L:6d} {n:>24s} {'-':>10s} {r['MiB']:9.0f}  does not fit (estimate)")
+                lines.append(f"{L:6d} {n:>24s} {'-':>10s} {r['MiB']:9.0f}  does not fit (MiB estimated)")
                 continue
-            x = r["ms"] / by[(ref, L)]["ms"] if (ref, L) in by and by[(ref, L)].get("fits", True) else float("nan")
-            lines.append(f"{L:6d} {n:>24s} {r['ms']:10.2f} {r['MiB']:9.1f} {x:8.2f}")
+            fits = (ref, L) in by and by[(ref, L)].get("fits", True)       # no ratio to a reference that does not fit
+            x = f"{r['ms'] / by[(ref, L)]['ms']:8.2f}" if fits else f"{'-':>8s}"
+            lines.append(f"{L:6d} {n:>24s} {r['ms']:10.2f} {r['MiB']:9.1f} {x}")
     lines.append(f"(forward + backward, batch of {rows[0].get('batch', 1)})")
     return "\n".join(lines)
 

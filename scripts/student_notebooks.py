@@ -26,8 +26,9 @@ NOTE = ("> **Student version.** This notebook is generated from the book's chapt
         "`musictx_lite.checkers` that tests your answer.")
 # the book's paragraph at the top of the exercises points at the hidden solutions: not here
 BOOK_PARAGRAPH = re.compile(r"Try each exercise in the empty cell under it\..*?(?=\n\n|$)", re.S)
-STUDENT_PARAGRAPH = ("Try each exercise in the empty cell under it. Where an exercise asks for code, the cell\n"
-                     "names a checker that tests your answer; the reference solutions are in the book.")
+STUDENT_PARAGRAPH = "Try each exercise in the empty cell under it; the reference solutions are in the book."
+CHECKER_SENTENCE = ("\nWhere an exercise asks for a function or a module, its cell names a checker that tests your\n"
+                    "answer.")
 
 
 def is_solution(cell: dict) -> bool:
@@ -50,7 +51,9 @@ def student_version(nb: dict) -> dict:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
         else:
-            cell["source"] = BOOK_PARAGRAPH.sub(STUDENT_PARAGRAPH, "".join(cell["source"]))
+            checkers = any("musictx_lite.checkers import" in "".join(c["source"]) for c in out["cells"])
+            paragraph = STUDENT_PARAGRAPH + (CHECKER_SENTENCE if checkers else "")
+            cell["source"] = BOOK_PARAGRAPH.sub(lambda m: paragraph, "".join(cell["source"]))
         cells.append(cell)
     import nbformat
 

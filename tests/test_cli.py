@@ -129,7 +129,7 @@ def test_bench_attention_prints_every_implementation(tmp_path):
     assert (tmp_path / "b.png").stat().st_size > 1000
     out = run("bench", "attention", "--lengths", "64", "--repeats", "1", "--impl", "direct Shaw", "SDPA",
               "--max-gib", "0.0001").stdout
-    assert "does not fit (estimate)" in out and "per-head loop" not in out
+    assert "does not fit (MiB estimated)" in out and "per-head loop" not in out
 
 
 # ------------------------------------------------------------------ bad arguments: argparse says no, exit 2

@@ -18,7 +18,7 @@ def exercise_7_1(L: int = 2048, k: int = 16, d_model: int = 512,
     hs = d_model // heads
     shaw = (2 * (2 * k + 1) * hs, 2 * L * L * hs * 4)      # a^K, a^V tables; (L, L, hs) x 2
     mt = (heads * L * hs, heads * L * hs * 4)               # E^r per head; no (L, L, hs) tensor
-    print(f"L = {L}, k = {k}, d = {d_model}, {heads} heads (head size {hs}), one layer:")
+    print(f"L = {L}, k = {k}, D = {d_model}, {heads} heads (head size d = {hs}), one layer:")
     print(f"  Shaw:  {shaw[0]:>9,d} parameters, {shaw[1] / 2**20:>9,.1f} MiB gathered")
     print(f"  Music Transformer (skew): {mt[0]:>9,d} parameters, "
           f"{mt[1] / 2**20:>6,.1f} MiB")
