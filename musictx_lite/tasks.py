@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from .data import Piece
 from .device import model_device, to_model
-from .tokens import PAD, encode
+from .tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, encode
 
 
 @contextlib.contextmanager
@@ -46,12 +46,18 @@ class Crops:
     A crop's input starts at token 4k of ``encode(piece)``: BOS when k = 0, and
     for k >= 1 the bass of step k - 1, which stands where BOS would be. Either
     way input position p holds voice (p - 1) mod 4, as in whole-piece evaluation.
+
+    With ``transpose``, each crop is moved by a random number of semitones, drawn
+    uniformly from every shift that keeps its whole chorale inside the vocabulary
+    (LOWEST..HIGHEST): the same music in another key, the augmentation of the
+    paper-level recipe (chapter 11).
     """
 
-    def __init__(self, pieces: list[Piece], length: int, seed: int = 0):
-        self.length = length
+    def __init__(self, pieces: list[Piece], length: int, seed: int = 0, transpose: bool = False):
+        self.length, self.transpose = length, transpose
         self.seqs = [torch.as_tensor(encode(p.pitches)) for p in pieces]
         self.n_starts = torch.tensor([max(1, (len(s) - 1 - length) // 4 + 1) for s in self.seqs], dtype=torch.float)
+        self.shifts = [shift_range(p.pitches) for p in pieces]      # (lowest, highest) shift per piece
         self.gen = torch.Generator().manual_seed(seed)
 
     def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,8 +67,20 @@ class Crops:
         for b, i in enumerate(which.tolist()):
             k = int(torch.randint(int(self.n_starts[i]), (1,), generator=self.gen))
             chunk = self.seqs[i][4 * k: 4 * k + self.length + 1]
+            if self.transpose:
+                lo, hi = self.shifts[i]
+                shift = lo + int(torch.randint(hi - lo + 1, (1,), generator=self.gen))
+                chunk = torch.where(chunk >= N_SPECIAL, chunk + shift, chunk)   # pitches move, rests and BOS stay
             xy[b, : len(chunk)] = chunk
         return xy[:, :-1], xy[:, 1:]
+
+
+def shift_range(pitches) -> tuple[int, int]:
+    """The semitone shifts (lowest, highest) that keep every sounding pitch inside LOWEST..HIGHEST."""
+    sounding = pitches[pitches >= 0]
+    if len(sounding) == 0:
+        return 0, 0
+    return int(LOWEST - sounding.min()), int(HIGHEST - sounding.max())
 
 
 @torch.no_grad()
@@ -130,8 +148,8 @@ class NextToken:
 
     name = "next"
 
-    def sampler(self, pieces: list[Piece], length: int, seed: int) -> Crops:
-        return Crops(pieces, length, seed)
+    def sampler(self, pieces: list[Piece], length: int, seed: int, transpose: bool = False) -> Crops:
+        return Crops(pieces, length, seed, transpose)
 
     def evaluate(self, model: nn.Module, pieces: list[Piece]) -> float:
         return evaluate_nll(model, pieces)
