@@ -5,6 +5,7 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite train --model lstm-attention --profile cpu --out runs/attn
     python -m musictx_lite generate --checkpoint runs/attn --out attn.mid
     python -m musictx_lite generate --checkpoint runs/attn --prompt-midi mine.mid --out more.mid
+    python -m musictx_lite generate --pretrained relative --out bach.mid
     python -m musictx_lite baselines
     python -m musictx_lite bench attention --plot attention.png
     python -m musictx_lite budget --profile gpu
@@ -160,7 +161,13 @@ def cmd_generate(a: argparse.Namespace) -> None:
     prompt, what = None, "from scratch"
     if a.prompt_midi is not None:                      # read it first: a bad file fails before the model loads
         prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
-    model, ck = load_checkpoint(a.checkpoint, device=a.device or "cpu")
+    if a.pretrained is not None:
+        from .pretrained import pretrained, record
+
+        model = pretrained(a.pretrained, device=a.device or "cpu")
+        ck = {"model_name": f"pretrained {a.pretrained}", "step": record(a.pretrained)["best_step"]}
+    else:
+        model, ck = load_checkpoint(a.checkpoint, device=a.device or "cpu")
     if a.prompt_midi is None and a.prompt_steps != 0:
         prompt, what = _chorale_prompt(a, 16 if a.prompt_steps is None else a.prompt_steps)
     ctx = getattr(model, "context", None)
@@ -241,11 +248,47 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
 
     _check_writable(a.out, "--out", directory=True)
     device = a.device if a.device is not None else _default_device()
+    if a.what == "ablation":
+        return _ablation(a, device)
     p = get_profile(a.profile)
+    if a.export is not None:
+        _check_writable(a.export, "--export", directory=True)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)      # sha256-checked: the official file only
-    print(f"profile {p.name}: {', '.join(name for name, _ in JSB_MODELS)}; data: {data.source}")
+    names = a.models or [name for name, _ in JSB_MODELS]
+    print(f"profile {p.name}: {', '.join(names)}; data: {data.source}")
     print(f"checkpoints: {a.out}/<model> (a second run resumes them)")
-    print(format_table(reproduce_jsb(p, a.out, data, device, progress=not a.quiet)))
+    rows = reproduce_jsb(p, a.out, data, device, progress=not a.quiet, names=names)
+    print(format_table(rows))
+    if a.export is not None:
+        from .pretrained import export
+
+        for r in rows:
+            rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device)
+            print(f"exported {a.export}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "
+                  f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
+
+
+def _ablation(a: argparse.Namespace, device) -> None:
+    """``reproduce ablation``: what each ingredient of the recipe buys; with --export, a results file."""
+    import json
+
+    from . import load_jsb
+    from .data import atomic_write
+    from .pretrained import provenance
+    from .reproduce import ABLATION, ABLATION_BUDGET, ablation, format_ablation
+
+    if a.export is not None and not a.export.endswith(".json"):
+        raise ValueError(f"--export for the ablation names a .json file, got {a.export}")
+    data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
+    seeds = list(range(a.seeds))
+    print(f"ablation: relative attention, {len(ABLATION)} variants x {len(seeds)} seeds, "
+          f"{ABLATION_BUDGET['max_steps']} steps each; data: {data.source}")
+    rows = ablation(data, a.out, seeds, device=device, progress=not a.quiet)
+    print(format_ablation(rows))
+    if a.export is not None:
+        out = {**provenance(device), "budget": ABLATION_BUDGET, "variants": ABLATION, "rows": rows}
+        atomic_write(a.export, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
+        print(f"wrote {a.export}")
 
 
 # ---------------------------------------------------------------- parser
@@ -274,7 +317,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     t.set_defaults(func=cmd_train)
 
     g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file")
-    g.add_argument("--checkpoint", required=True, help="a run directory written by 'train' (or its ckpt.pt)")
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="a run directory written by 'train' (or its ckpt.pt)")
+    src.add_argument("--pretrained", choices=("sinusoidal", "relative", "relative-voice"), metavar="NAME",
+                     help="a model shipped with the package: sinusoidal, relative or relative-voice "
+                          "(chapter 11; trained on the official JSB split)")
     g.add_argument("--out", required=True, help="the .mid file to write")
     g.add_argument("--steps", type=positive_int, default=64, help="16th-note steps to generate (default 64 = 4 bars)")
     g.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
@@ -326,7 +373,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 
     r = sub.add_parser("reproduce", help="train absolute and relative decoders on the official JSB split and "
                                          "compare them with the Music Transformer paper")
-    r.add_argument("what", choices=["jsb"], help="which result to reproduce")
+    r.add_argument("what", choices=["jsb", "ablation"],
+                   help="jsb: the paper's Table 2 rows; ablation: what each ingredient of the recipe buys")
     r.add_argument("--profile", choices=sorted(PROFILES), default=None,
                    help="model size and budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu)")
     r.add_argument("--out", required=True,
@@ -336,6 +384,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     r.add_argument("--device", type=device_arg, default=None,
                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--models", nargs="+", choices=("sinusoidal", "relative", "relative-voice"), default=None,
+                   metavar="NAME", help="train only these rows (default all three), e.g. one per process")
+    r.add_argument("--seeds", type=positive_int, default=1, help="ablation: seeds per variant (default 1)")
+    r.add_argument("--export", default=None, metavar="DIR",
+                   help="write each trained model in float16 with its record into DIR "
+                        "(musictx_lite/pretrained ships them: the 'paper' profile's models)")
     r.set_defaults(func=cmd_reproduce)
     return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r}
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import os
 import textwrap
+from dataclasses import asdict
 
 import torch
 
-from .compare import train_compared
+from .compare import budget, train_compared
 from .data import Splits, load_jsb
 from .models import n_params
 from .profiles import Profile, get_profile
@@ -43,25 +44,32 @@ NOTE = ("the paper's numbers come from its own model sizes, training budget and 
 
 
 def reproduce_jsb(profile: Profile | str | None, out_dir: str | os.PathLike | None = None,
-                  data: Splits | None = None, device: torch.device | str | None = None, progress: bool = True) -> list[dict]:
+                  data: Splits | None = None, device: torch.device | str | None = None, progress: bool = True,
+                  names: list[str] | None = None) -> list[dict]:
     """Train the models of ``JSB_MODELS`` on the official JSB split at ``profile``'s comparison budget
     (``compare.budget``, the budget of chapter 11's table); score them.
 
     ``data`` defaults to ``load_jsb()`` (downloaded once, sha256-checked).
     With ``out_dir``, each model's checkpoints go to ``out_dir/<model>``: an
     interrupted run resumes where it stopped, and a finished one is only scored
-    again. Returns one dict per model: ``name``, ``params``, ``steps``,
+    again. ``names`` trains a subset of ``JSB_MODELS`` (to run them in parallel processes).
+    Returns one dict per model: ``name``, ``params``, ``steps``,
     ``seconds`` (of training), ``valid_nll`` and ``test_nll``
-    (``tasks.evaluate_nll``, nats per token over whole pieces).
+    (``tasks.evaluate_nll``, nats per token over whole pieces), and ``model``, ``history`` and
+    ``train_config`` (for ``pretrained.export``).
     """
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     data = load_jsb() if data is None else data
     rows = []
-    for name, _ in JSB_MODELS:
+    known = [name for name, _ in JSB_MODELS]
+    if names is not None and set(names) - set(known):
+        raise ValueError(f"reproduce jsb trains {known}; not {sorted(set(names) - set(known))}")
+    for name in known if names is None else [n for n in known if n in names]:
         model, hist = train_compared(name, data, p, out_dir, device, progress)   # as chapter 11's table
         rows.append({"name": name, "params": n_params(model), "steps": hist.step[-1] if hist.step else 0,
                      "seconds": hist.seconds, "valid_nll": evaluate_nll(model, data.valid),
-                     "test_nll": evaluate_nll(model, data.test)})
+                     "test_nll": evaluate_nll(model, data.test), "model": model, "history": hist,
+                     "train_config": asdict(budget(name, p)[1])})
     return rows
 
 
@@ -97,3 +105,56 @@ def format_table(rows: list[dict]) -> str:
                      f"attention alone ({'better' if d < 0 else 'no better'})")
     lines += textwrap.wrap("note: " + NOTE, WIDTH)
     return "\n".join(line.rstrip() for line in lines)
+
+
+# What each ingredient of the recipe buys: relative attention, trained with the recipe at a small budget,
+# then with one ingredient taken out (``reproduce ablation``; chapter 11 shows the committed results).
+ABLATION_BUDGET = dict(max_steps=1500, warmup_steps=100, eval_every=250, ckpt_every=250, patience=None)
+ABLATION = {"recipe": {},
+            "no transposition": dict(transpose=False),
+            "no dropout, no weight decay": dict(dropout=0.0, weight_decay=0.0)}
+
+
+def ablation(data: Splits, out_dir: str | os.PathLike | None = None, seeds=(0,), name: str = "relative",
+             device: torch.device | str | None = None, progress: bool = False,
+             budget: dict = ABLATION_BUDGET) -> list[dict]:
+    """Train ``name`` with the paper profile's recipe at ``budget`` (a small one), once per variant of ``ABLATION``
+    and seed. One dict per run: ``variant``, ``seed``, ``valid_nll`` (best weights, whole pieces), ``train_nll``
+    (the mean training loss of the last 100 steps, on transposed crops where the variant transposes),
+    ``best_step`` and ``seconds``. With ``out_dir``, runs resume."""
+    from pathlib import Path
+
+    from .models import build_model
+    from .training import train
+
+    p = get_profile("paper")
+    rows = []
+    for variant, change in ABLATION.items():
+        for seed in seeds:
+            mcfg = p.model_config(name, **{k: v for k, v in change.items() if k == "dropout"})
+            tcfg = p.train_config(name, seed=seed, **budget,
+                                  **{k: v for k, v in change.items() if k != "dropout"})
+            torch.manual_seed(seed)
+            model = build_model(name, mcfg)
+            run = None if out_dir is None else Path(out_dir) / f"{variant.replace(' ', '-').replace(',', '')}-{seed}"
+            hist = train(model, data, tcfg, out_dir=run, device=device, progress=progress)
+            rows.append({"variant": variant, "seed": seed, "valid_nll": evaluate_nll(model, data.valid),
+                         "train_nll": sum(hist.train_loss[-100:]) / len(hist.train_loss[-100:]),
+                         "best_step": hist.best_step, "steps": hist.step[-1], "seconds": hist.seconds})
+    return rows
+
+
+def format_ablation(rows: list[dict]) -> str:
+    """The ablation's table: per variant, the mean valid NLL over seeds, and the gap to the recipe."""
+    import numpy as np
+
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["variant"], []).append(r)
+    base = np.mean([r["valid_nll"] for r in by.get("recipe", [])]) if "recipe" in by else None
+    lines = [f"{'variant':<30s} {'seeds':>5s} {'valid':>7s} {'train':>7s} {'vs recipe':>10s}"]
+    for variant, rs in by.items():
+        v, t = np.mean([r["valid_nll"] for r in rs]), np.mean([r["train_nll"] for r in rs])
+        gap = "" if base is None or variant == "recipe" else f"{v - base:+10.3f}"
+        lines.append(f"{variant:<30s} {len(rs):5d} {v:7.3f} {t:7.3f} {gap:>10s}")
+    return "\n".join(lines)

@@ -12,6 +12,9 @@ chorales), each computed by one small function here:
 - ``out_of_range``: the share of notes outside their voice's range (``RANGES``);
 - ``interval_distance``: the total-variation distance between the histogram of
   intervals above the bass and Bach's (``pitch_class_histogram``).
+
+``onset_positions`` measures rhythm and metre, the first thing a listener hears:
+where in the beat notes start (on the beat, on the half beat, on an odd 16th).
 """
 from __future__ import annotations
 
@@ -164,3 +167,26 @@ def chorale_stats(grids, reference_pcs: np.ndarray | None = None) -> dict[str, f
             "crossings": voice_stats(grids)["crossings"],
             "out_of_range": float(outside / max(notes, 1)),
             "interval_distance": total_variation(pitch_class_histogram(grids), ref)}
+
+
+def onset_positions(grids, start: int = 0) -> dict[str, float]:
+    """Where notes start in the beat, pooled over ``grids``: shares of all note onsets.
+
+    A quarter-note beat is 4 steps of the 16th grid, and step ``t`` of a grid is
+    step ``start + t`` of its piece (a continuation after a prompt of ``start``
+    steps). An onset (the first step of a note, ``music.notes_of``: a pitch
+    repeated without a break is one note) falls ``on_beat`` at (start + t) mod 4 = 0,
+    on the ``half_beat`` at 2, and on an ``odd_16th`` at 1 or 3; ``off_beat`` is
+    half beats and odd 16ths together. Also ``onsets``, their number.
+    """
+    counts = np.zeros(4)
+    for g in _grids(grids):
+        for notes in notes_of(g):
+            for t0, _, _ in notes:
+                counts[(start + t0) % 4] += 1
+    n = counts.sum()
+    if n == 0:
+        raise ValueError("no notes to measure")
+    return {"on_beat": float(counts[0] / n), "half_beat": float(counts[2] / n),
+            "odd_16th": float((counts[1] + counts[3]) / n), "off_beat": float((counts[1] + counts[2] + counts[3]) / n),
+            "onsets": int(n)}

@@ -199,3 +199,94 @@ def test_a_file_that_is_not_a_checkpoint_is_a_clear_error(tmp_path, content):
 def test_invalid_train_configs_raise(kw):
     with pytest.raises(ValueError):
         TrainConfig(**kw)
+
+
+# ---------------------------------------------------------------- the paper-level recipe (chapter 11)
+
+def test_transposed_crops_stay_in_the_vocabulary_and_use_every_shift(chorales):
+    """Each transposed crop is its untransposed crop moved by one shift from its piece's range; over many
+    crops every shift of that range appears; rests, BOS and PAD never move."""
+    from musictx_lite.tasks import shift_range
+
+    plain, moved = Crops(chorales.train[:3], 32, seed=4), Crops(chorales.train[:3], 32, seed=4, transpose=True)
+    seen = {i: set() for i in range(3)}
+    for _ in range(60):
+        (x, _), (xt, _) = plain.batch(1), moved.batch(1)
+        # the same crop (the transposition draw comes after the start draw): find its piece by its start
+        pitched = x >= 5
+        shift = set((xt - x)[pitched].tolist()) or {0}
+        assert len(shift) == 1 and torch.equal(xt[~pitched], x[~pitched])
+        assert ((xt[pitched] >= 5) & (xt[pitched] < VOCAB_SIZE)).all()
+        piece = next(i for i, s in enumerate(plain.seqs) if any(
+            torch.equal(s[4 * k: 4 * k + 32], x[0]) for k in range(int(plain.n_starts[i]))))
+        lo, hi = shift_range(chorales.train[piece].pitches)
+        assert lo <= shift.pop() <= hi
+        seen[piece] |= set((xt - x)[pitched].tolist())
+        plain.gen.set_state(moved.gen.get_state())              # keep both on the same crops
+    assert any(len(s) >= 5 for s in seen.values())
+
+
+def test_shift_range_keeps_every_note_inside():
+    from musictx_lite.tasks import shift_range
+    from musictx_lite.tokens import HIGHEST, LOWEST
+
+    g = np.array([[60, 55, -1, 40], [62, 57, 50, 43]])
+    lo, hi = shift_range(g)
+    assert (lo, hi) == (LOWEST - 40, HIGHEST - 62)
+
+
+def test_early_stopping_keeps_the_best_weights_and_resumes_exactly(chorales, tmp_path):
+    """With keep_best and patience, the model ends with the weights of its best evaluation, the run stops after
+    `patience` evaluations without a new best, and an interrupted run resumes to the same end."""
+    kw = dict(max_steps=60, eval_every=4, ckpt_every=4, lr=5e-2, warmup_steps=1, keep_best=True, patience=2,
+              transpose=True)
+    torch.manual_seed(0)
+    ref = build_model("transformer", SMALL)
+    h = train(ref, chorales, cfg(**kw), out_dir=tmp_path / "ref", progress=False)
+    assert h.best_nll == min(h.valid_nll) and h.best_step == h.eval_step[h.valid_nll.index(h.best_nll)]
+    if h.stopped_early:
+        assert h.step[-1] < 60 and sum(s > h.best_step for s in h.eval_step) == 2
+    assert evaluate_nll(ref, chorales.valid[:4]) == pytest.approx(h.best_nll, abs=1e-6)
+
+    def interrupt(step, loss):
+        if step == 7:
+            raise KeyboardInterrupt
+
+    torch.manual_seed(0)
+    m = build_model("transformer", SMALL)
+    with pytest.raises(KeyboardInterrupt):
+        train(m, chorales, cfg(**kw), out_dir=tmp_path / "run", progress=False, on_step=interrupt)
+    torch.manual_seed(1)
+    m2 = build_model("transformer", SMALL)
+    h2 = train(m2, chorales, cfg(**kw), out_dir=tmp_path / "run", progress=False)
+    assert h2.valid_nll == h.valid_nll and h2.best_step == h.best_step and h2.stopped_early == h.stopped_early
+    for (k, a), b in zip(ref.state_dict().items(), m2.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=k)
+    torch.manual_seed(2)                                        # a finished run: resuming trains nothing more
+    m3 = build_model("transformer", SMALL)
+    h3 = train(m3, chorales, cfg(**kw), out_dir=tmp_path / "run", progress=False)
+    assert h3.step == h2.step
+    torch.testing.assert_close(m3.state_dict(), m2.state_dict(), rtol=0, atol=0)
+
+
+def test_patience_stops_a_run_that_does_not_improve(chorales):
+    torch.manual_seed(0)
+    m = build_model("transformer", SMALL)
+    h = train(m, chorales, cfg(max_steps=40, eval_every=2, lr=1e-9, warmup_steps=0, keep_best=True, patience=1,
+                               min_lr_ratio=1.0), progress=False)
+    # at lr 1e-9 the valid NLL barely moves: the first eval that fails to improve on the best ends the run
+    assert h.stopped_early and h.step[-1] < 40 and len(h.eval_step) >= 2
+
+
+def test_cpu_bf16_trains_with_float32_weights(chorales):
+    torch.manual_seed(0)
+    m = build_model("relative", SMALL)
+    h = train(m, chorales, cfg(max_steps=6, eval_every=6, cpu_bf16=True), device="cpu", progress=False)
+    assert all(p.dtype == torch.float32 for p in m.parameters()) and math.isfinite(h.final_nll)
+    assert h.train_loss[-1] < h.train_loss[0]
+
+
+def test_transpose_is_for_next_token_models_only(chorales):
+    m = build_model("fill", SMALL)
+    with pytest.raises(ValueError, match="next-token"):
+        train(m, chorales, cfg(max_steps=2, transpose=True), progress=False)

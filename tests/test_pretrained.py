@@ -1,0 +1,105 @@
+"""The shipped pretrained models (chapter 11): their recorded NLL recomputed on the CPU in every CI run,
+the paper's target for relative attention, the checkpoint format, sampling, and the CLI."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from musictx_lite import generate, load_jsb
+from musictx_lite.pretrained import HERE, NAMES, available, pretrained, record
+from musictx_lite.tasks import evaluate_nll
+from musictx_lite.tokens import VOCAB_SIZE
+
+TARGET_RELATIVE = 0.335       # the Music Transformer's best JSB model (Huang et al. 2019, Table 2)
+MAX_BYTES = 8 * 2**20         # each shipped checkpoint is at most 8 MB
+
+
+def test_all_three_rows_are_shipped():
+    assert available() == list(NAMES)
+
+
+@pytest.fixture(scope="module")
+def jsb(jsb_path):
+    return load_jsb(jsb_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_recorded_valid_nll_is_recomputed_on_cpu(name, jsb):
+    """The book's headline numbers: each shipped model, evaluated now on the official validation split,
+    gives its recorded NLL within 1e-3."""
+    rec = record(name)
+    nll = evaluate_nll(pretrained(name, device="cpu"), jsb.valid)
+    assert abs(nll - rec["valid_nll"]) < 1e-3, (name, nll, rec["valid_nll"])
+
+
+def test_relative_attention_reaches_the_papers_best_model(jsb):
+    """Relative attention alone matches the paper's best JSB model (0.335 nats/token), recomputed now."""
+    rec = record("relative")
+    assert rec["valid_nll"] <= TARGET_RELATIVE, rec["valid_nll"]
+    assert evaluate_nll(pretrained("relative", device="cpu"), jsb.valid) <= TARGET_RELATIVE + 1e-3
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_records_hold_their_provenance(name):
+    rec = record(name)
+    for key in ("command", "commit", "seed", "device", "torch", "steps", "best_step", "train_seconds",
+                "valid_nll", "test_nll", "curve", "model_config", "train_config", "sha256"):
+        assert key in rec, key
+    assert "reproduce jsb" in rec["command"] and "--profile paper" in rec["command"]
+    assert 0 < rec["best_step"] <= rec["steps"] and rec["train_config"]["transpose"] is True
+    assert len(rec["curve"]["eval_step"]) == len(rec["curve"]["valid_nll"]) > 0
+    assert min(rec["curve"]["valid_nll"]) == pytest.approx(
+        rec["curve"]["valid_nll"][rec["curve"]["eval_step"].index(rec["best_step"])])
+    path = HERE / rec["file"]
+    assert path.stat().st_size == rec["bytes"] <= MAX_BYTES
+    import hashlib
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == rec["sha256"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_checkpoint_format_is_stable(name):
+    """Parameter names are a format: the shipped files load with weights_only into today's models, float16 on
+    disk and float32 in memory, with no missing or unexpected key."""
+    ck = torch.load(HERE / f"{name}.pt", map_location="cpu", weights_only=True)
+    assert ck["model_name"] == name
+    assert all(v.dtype == torch.float16 for v in ck["model"].values() if v.is_floating_point())
+    model = pretrained(name, device="cpu")
+    assert set(model.state_dict()) == set(ck["model"])
+    assert all(p.dtype == torch.float32 for p in model.parameters()) and not model.training
+
+
+def test_pretrained_samples_music():
+    model = pretrained("relative", device="cpu")
+    tokens = generate(model, None, n_steps=8, seed=0)
+    assert tokens.shape == (1 + 32,) and ((tokens[1:] >= 2) & (tokens[1:] < VOCAB_SIZE)).all()
+    assert np.array_equal(tokens, generate(model, None, n_steps=8, seed=0))
+
+
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="no pretrained model 'nope'"):
+        pretrained("nope")
+
+
+def test_cli_generate_pretrained(tmp_path, capsys):
+    from musictx_lite.__main__ import main
+    from musictx_lite.music import read_midi
+
+    out = tmp_path / "bach.mid"
+    main(["generate", "--pretrained", "relative", "--steps", "8", "--out", str(out)])
+    assert "pretrained relative" in capsys.readouterr().out
+    assert read_midi(out).shape[1] == 4
+
+
+def test_cli_checkpoint_and_pretrained_exclude_each_other(tmp_path, capsys):
+    from musictx_lite.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "--pretrained", "relative", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "x.mid")])
+    assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_records_are_json_with_finite_numbers():
+    for name in NAMES:
+        rec = json.loads((HERE / f"{name}.json").read_text())
+        assert np.isfinite([rec["valid_nll"], rec["test_nll"]]).all()
