@@ -10,6 +10,7 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite bench attention --plot attention.png
     python -m musictx_lite budget --profile gpu
     python -m musictx_lite reproduce jsb --profile cpu --out runs/jsb
+    python -m musictx_lite compare --profile paper --seeds 3 --out runs/compare --export results.json
 
 Bad input ends in one line ``error: ...`` and a non-zero exit status (2 for a
 bad argument, 1 for a bad file or value found later), never in a traceback.
@@ -268,6 +269,32 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
                   f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
 
 
+def cmd_compare(a: argparse.Namespace) -> None:
+    """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
+    import json
+
+    from . import get_profile, load_jsb
+    from .compare import compare_seeds, format_seeds
+    from .data import atomic_write
+    from .pretrained import provenance
+
+    _check_writable(a.out, "--out", directory=True)
+    if a.export is not None and not a.export.endswith(".json"):
+        raise ValueError(f"--export names a .json results file, got {a.export}")
+    device = a.device if a.device is not None else _default_device()
+    p = get_profile(a.profile)
+    data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
+    over = {"max_steps": a.steps} if a.steps is not None else {}
+    print(f"profile {p.name}: {len(a.models) if a.models else 'every compared'} model(s) x {a.seeds} seeds"
+          + (f", {a.steps} steps" if a.steps else "") + f"; data: {data.source}")
+    results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet, **over)
+    print(format_seeds(results))
+    if a.export is not None:
+        out = {**provenance(device), **results}
+        atomic_write(a.export, lambda tmp: Path(tmp).write_text(json.dumps(out) + "\n"))
+        print(f"wrote {a.export}")
+
+
 def _ablation(a: argparse.Namespace, device) -> None:
     """``reproduce ablation``: what each ingredient of the recipe buys; with --export, a results file."""
     import json
@@ -295,6 +322,7 @@ def _ablation(a: argparse.Namespace, device) -> None:
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from .bench import ATTENTION
+    from .compare import COMPARED
     from .models import MODELS
     from .profiles import PROFILES
 
@@ -367,6 +395,22 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     c.add_argument("--plot", default=None, help="save a plot of time and memory to this file")
     c.set_defaults(func=cmd_bench)
 
+    m = sub.add_parser("compare", help="train every compared model of chapter 11 over several seeds and write "
+                                       "a results file (NLL per piece, for a bootstrap)")
+    m.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                   help="budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu); paper: the recipe")
+    m.add_argument("--out", required=True, help="directory: one run per seed and model; an interrupted run resumes")
+    m.add_argument("--seeds", type=positive_int, default=3, help="seeds per model (default 3)")
+    m.add_argument("--steps", type=positive_int, default=None, help="override the budget's number of steps")
+    m.add_argument("--models", nargs="+", choices=sorted(COMPARED), default=None, metavar="NAME",
+                   help="models to train (default every compared one)")
+    m.add_argument("--data", default="jsb", help="'jsb' (the official split) or a local Jsb16thSeparated.json")
+    m.add_argument("--export", default=None, metavar="FILE.json", help="write the results file here")
+    m.add_argument("--device", type=device_arg, default=None,
+                   help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
+    m.add_argument("--quiet", action="store_true", help="no progress bars")
+    m.set_defaults(func=cmd_compare)
+
     u = sub.add_parser("budget", help="estimated training time of every model on a Colab T4, per profile")
     u.add_argument("--profile", choices=sorted(PROFILES), default="gpu", help="profile to estimate (default gpu)")
     u.set_defaults(func=cmd_budget)
@@ -391,7 +435,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="write each trained model in float16 with its record into DIR "
                         "(musictx_lite/pretrained ships them: the 'paper' profile's models)")
     r.set_defaults(func=cmd_reproduce)
-    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r}
+    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r, "compare": m}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -426,7 +470,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.cmd == "train" and (Path(a.out) / "ckpt.pt").exists():
             print(f"interrupted: the checkpoint in {a.out} holds the last complete step; "
                   f"run the same command again to resume", file=sys.stderr)
-        elif a.cmd == "reproduce" and Path(a.out).is_dir():
+        elif a.cmd in ("reproduce", "compare") and Path(a.out).is_dir():
             print(f"interrupted: the checkpoints in {a.out} hold the last complete steps; "
                   f"run the same command again to resume", file=sys.stderr)
         else:

@@ -48,7 +48,8 @@ ONE_LAYER = ("lstm", "lstm-attention", "attention", "attention-positions", "mult
 
 def budget(name: str, profile: Profile | str | None = None) -> tuple[ModelConfig, TrainConfig]:
     """Model ``name``'s config and training budget in the comparison: the profile's ``comparison``
-    settings for every model; the models of ``ONE_LAYER`` stay one layer deep."""
+    settings for every model; the models of ``ONE_LAYER`` stay one layer deep, unless the profile's
+    ``comparison_overrides`` for the model say otherwise (the paper profile's LSTMs: two layers of 256)."""
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     if name not in COMPARED:
         raise ValueError(f"{name!r} is not compared; compared: {list(COMPARED)}"
@@ -56,16 +57,21 @@ def budget(name: str, profile: Profile | str | None = None) -> tuple[ModelConfig
     model = {**p.model, **{k: v for k, v in p.comparison.items() if k in MODEL_KEYS}}
     if name in ONE_LAYER:
         model["n_layers"] = 1
-    train = {**p.train.__dict__, **{k: v for k, v in p.comparison.items() if k in TRAIN_KEYS}}
+    over = p.comparison_overrides.get(name, {})                          # e.g. the paper profile's 2-layer LSTMs
+    model.update({k: v for k, v in over.items() if k in MODEL_KEYS})
+    train = {**p.train.__dict__, **{k: v for k, v in p.comparison.items() if k in TRAIN_KEYS},
+             **{k: v for k, v in over.items() if k in TRAIN_KEYS}}
     return ModelConfig(**model), TrainConfig(**train)
 
 
 def train_compared(name: str, data: Splits, profile: Profile | str | None = None,
                    out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
-                   progress: bool = False) -> tuple[torch.nn.Module, History]:
-    """Build model ``name`` from its seed and train it at its ``budget``; with ``out_dir``, checkpoints
-    go to ``out_dir/<name>`` and an interrupted run resumes. Returns the model and its History."""
+                   progress: bool = False, **train_kw) -> tuple[torch.nn.Module, History]:
+    """Build model ``name`` from its seed and train it at its ``budget`` (``train_kw`` changes TrainConfig
+    fields: ``seed``, ``max_steps``); with ``out_dir``, checkpoints go to ``out_dir/<name>`` and an
+    interrupted run resumes. Returns the model and its History."""
     mcfg, tcfg = budget(name, profile)
+    tcfg = TrainConfig(**{**tcfg.__dict__, **train_kw}) if train_kw else tcfg
     torch.manual_seed(tcfg.seed)                                         # the same initial weights each time
     model = build_model(name, mcfg)
     hist = train(model, data, tcfg, out_dir=None if out_dir is None else Path(out_dir) / name, device=device,
@@ -203,3 +209,59 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
             row["cached"] = timed(cached) if getattr(model, "cacheable", False) and t > 1 else float("nan")
             rows.append(row)
     return rows
+
+
+def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 1, 2), names: list[str] | None = None,
+                  out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
+                  progress: bool = False, verbose: bool = True, **train_kw) -> dict:
+    """Train each model of ``names`` (default: all of ``COMPARED``) once per seed at its ``budget``; score each
+    run on every validation and test piece. Returns the results file's content: ``profile``, ``seeds``,
+    ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
+    ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: exercise 11.1),
+    ``steps``, ``best_step``, ``seconds`` and ``params``. Runs go to ``out_dir/seed-<s>/<name>`` and resume."""
+    from .tokens import encode
+
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    counts = {s: [len(encode(q.pitches)) - 1 for q in data[s]] for s in ("valid", "test")}
+    models: dict[str, list[dict]] = {}
+    for name in names or list(COMPARED):
+        for seed in seeds:
+            run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
+            torch.manual_seed(seed)
+            model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)
+            per = {s: [evaluate_nll(model, [q]) * n for q, n in zip(data[s], counts[s])] for s in ("valid", "test")}
+            models.setdefault(name, []).append({
+                "seed": seed, "valid_nll": sum(per["valid"]) / sum(counts["valid"]),
+                "test_nll": sum(per["test"]) / sum(counts["test"]), "valid_pieces": per["valid"],
+                "test_pieces": per["test"], "steps": hist.step[-1] if hist.step else 0, "best_step": hist.best_step,
+                "seconds": hist.seconds, "params": n_params(model)})
+            if verbose:
+                print(f"{name:>19s} seed {seed}: valid NLL {models[name][-1]['valid_nll']:.3f} "
+                      f"({hist.seconds:.0f} s)", flush=True)
+    return {"profile": p.name, "seeds": list(seeds), "train_overrides": train_kw, "data": data.source,
+            "pieces": counts, "models": models}
+
+
+def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a Student-t interval over seeds (the spread of training runs, not of pieces)."""
+    import math
+
+    from statistics import mean, stdev
+
+    m = mean(values)
+    if len(values) < 2:
+        return m, float("nan"), float("nan")
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(values), 2.262 if len(values) <= 10 else 1.96)
+    half = t * stdev(values) / math.sqrt(len(values))
+    return m, m - half, m + half
+
+
+def format_seeds(results: dict) -> str:
+    """The results file as a table: per model, its mean valid and test NLL over seeds with 95% intervals."""
+    rows = []
+    for name, runs in results["models"].items():
+        v, t = seed_interval([r["valid_nll"] for r in runs]), seed_interval([r["test_nll"] for r in runs])
+        rows.append((v[0], f"{name:<19s} {len(runs):5d} {v[0]:7.3f} [{v[1]:.3f}, {v[2]:.3f}] "
+                           f"{t[0]:7.3f} [{t[1]:.3f}, {t[2]:.3f}]"))
+    head = f"{'model':<19s} {'seeds':>5s} {'valid':>7s} {'95% CI (seeds)':>16s} {'test':>7s} {'95% CI (seeds)':>16s}"
+    return "\n".join([head] + [r for _, r in sorted(rows)])

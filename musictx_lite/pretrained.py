@@ -141,3 +141,21 @@ def plot_curves(names=None, ax=None):
     ax.grid(alpha=0.3)
     ax.legend()
     return ax
+
+
+def evaluate_shipped(data: Splits, names=None, splits=("valid", "test"), n_pieces: int | None = None,
+                     device: torch.device | str | None = None) -> list[dict]:
+    """Each shipped model scored now (``tasks.evaluate_nll``) on ``data``'s ``splits`` (the first
+    ``n_pieces`` pieces of each, None: all), beside its record: one dict per model with ``name``, ``params``,
+    ``steps`` (its best step), ``seconds`` (recorded training time), ``valid_nll`` and ``test_nll`` (now; NaN
+    for a split not scored) and ``record``."""
+    from .models import n_params
+
+    rows = []
+    for name in names or available():
+        rec, model = record(name), pretrained(name, device)
+        now = {f"{s}_nll": evaluate_nll(model, data[s][:n_pieces]) if s in splits else float("nan")
+               for s in ("valid", "test")}
+        rows.append({"name": name, "params": n_params(model), "steps": rec["best_step"],
+                     "seconds": rec["train_seconds"], **now, "record": rec})
+    return rows

@@ -39,12 +39,14 @@ class Profile:
     notes: str = ""
     overrides: dict = field(default_factory=dict)   # per model name: ModelConfig / TrainConfig fields
     comparison: dict = field(default_factory=dict)  # chapter 11: ModelConfig / TrainConfig fields for every model
+    comparison_overrides: dict = field(default_factory=dict)   # per model name, on top of ``comparison``
 
     def __post_init__(self) -> None:
         if set(self.model) - MODEL_KEYS:
             raise ValueError(f"profile {self.name}: unknown model settings {sorted(set(self.model) - MODEL_KEYS)}; "
                              f"ModelConfig has {sorted(MODEL_KEYS)}")
-        for name, over in {**self.overrides, "comparison (chapter 11)": self.comparison}.items():
+        for name, over in {**self.overrides, "comparison (chapter 11)": self.comparison,
+                           **{f"{k} (comparison)": v for k, v in self.comparison_overrides.items()}}.items():
             unknown = set(over) - MODEL_KEYS - TRAIN_KEYS
             if unknown:
                 raise ValueError(f"profile {self.name}, model {name!r}: unknown settings {sorted(unknown)}; "
@@ -159,7 +161,8 @@ PROFILES["paper"] = Profile(
     notes="the paper-level recipe of chapter 11 (reproduce jsb, compare): hours on a CPU, minutes on a GPU",
     overrides={**{name: {} for name in PROFILES["gpu"].overrides}, "fill": dict(transpose=False),
                "lstm": RECIPE_LSTM, "lstm-attention": RECIPE_LSTM},
-    comparison={},
+    comparison={},                       # compare --profile paper: every model with the whole recipe
+    comparison_overrides={"lstm": RECIPE_LSTM, "lstm-attention": RECIPE_LSTM},
 )
 
 

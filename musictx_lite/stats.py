@@ -190,3 +190,16 @@ def onset_positions(grids, start: int = 0) -> dict[str, float]:
     return {"on_beat": float(counts[0] / n), "half_beat": float(counts[2] / n),
             "odd_16th": float((counts[1] + counts[3]) / n), "off_beat": float((counts[1] + counts[2] + counts[3]) / n),
             "onsets": int(n)}
+
+
+def bootstrap_interval(grids, stat, n: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap interval for ``stat(grids) -> float`` over pieces: resample the grids (pieces)
+    with replacement ``n`` times, and return the central ``level`` share of the values. It says how much a
+    pooled statistic depends on which pieces were measured."""
+    grids = _grids(grids)
+    if not grids:
+        raise ValueError("no grids to resample")
+    rng = np.random.default_rng(seed)
+    values = [stat([grids[i] for i in rng.integers(0, len(grids), len(grids))]) for _ in range(n)]
+    lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)

@@ -410,8 +410,22 @@ def sampler_fallback(model: nn.Module, piece: Piece, prompt_steps: int = 16, n_s
                    "the prompt, length, temperature, top-k and seed", "\n".join(parts))
 
 
-def explore_sampler(model: nn.Module, pieces, prompt_steps: int = 16, n_steps: int = 64) -> None:
-    """Display the sampler, or its static version where no widget can run (see ``live``)."""
+def explore_sampler(model: nn.Module | None = None, pieces=None, prompt_steps: int = 16, n_steps: int = 64) -> None:
+    """Display the sampler, or its static version where no widget can run (see ``live``).
+
+    By default it samples the shipped relative-attention model (``pretrained("relative")``, chapter 11),
+    continuing the validation chorales of the official JSB split where it can be loaded, else the embedded ones."""
+    if model is None:
+        from .pretrained import pretrained
+
+        model = pretrained("relative")
+    if pieces is None:
+        from .data import load_chorales, load_jsb
+
+        try:
+            pieces = load_jsb().valid[:5]
+        except (OSError, ValueError):                     # offline and no local copy
+            pieces = load_chorales().valid[:5]
     _show(lambda: sampler_widget(model, pieces, prompt_steps, n_steps),
           lambda: sampler_fallback(model, _pieces(pieces)[0], prompt_steps, n_steps))
 

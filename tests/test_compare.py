@@ -32,8 +32,11 @@ def test_every_registered_model_is_compared_or_left_out_for_a_reason():
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_one_budget_for_every_model(profile):
     p = PROFILES[profile]
-    budgets = {name: C.budget(name, p) for name in C.COMPARED}
+    budgets = {name: C.budget(name, p) for name in C.COMPARED if name not in p.comparison_overrides}
     assert len({repr(t) for _, t in budgets.values()}) == 1          # the same steps, batch, schedule
+    for name, over in p.comparison_overrides.items():                 # a model the profile sizes on its own
+        m, t = C.budget(name, p)
+        assert all(getattr(m if hasattr(m, k) else t, k) == v for k, v in over.items())
     for name, (m, _) in budgets.items():
         ref = budgets["relative"][0]
         assert (m.n_embd, m.n_heads, m.block_size, m.dropout) == (ref.n_embd, ref.n_heads, ref.block_size,
@@ -121,3 +124,45 @@ def test_plot_nll_vs_time_labels_every_run(rows):
     labels = ax.get_legend_handles_labels()[1]
     assert len(labels) == 3 and labels[0].startswith("lstm (") and "baseline" in labels[2]
     plt.close("all")
+
+
+def test_paper_profile_gives_the_lstms_two_layers_of_256():
+    mcfg, tcfg = C.budget("lstm", "paper")
+    assert (mcfg.n_layers, mcfg.n_embd, mcfg.dropout) == (2, 256, 0.3) and tcfg.transpose
+    rel, rel_t = C.budget("relative", "paper")
+    assert (rel.n_layers, rel.n_embd) == (4, 128) and rel_t.keep_best and rel_t.transpose
+    assert C.budget("attention", "paper")[0].n_layers == 1             # bare layers stay one deep
+
+
+def test_compare_seeds_writes_nll_per_piece(chorales, tmp_path):
+    """Several seeds per model, each scored per piece: the pieces add up to the split's NLL, and seeds differ."""
+    from musictx_lite.data import Splits
+
+    data = Splits(chorales.train, chorales.valid[:3], chorales.test[:2], chorales.source)
+    res = C.compare_seeds(data, "smoke", seeds=(0, 1), names=["lstm", "relative"], out_dir=tmp_path,
+                          verbose=False, max_steps=4)
+    assert res["seeds"] == [0, 1] and res["train_overrides"] == {"max_steps": 4} and len(res["pieces"]["valid"]) == 3
+    for name in ("lstm", "relative"):
+        runs = res["models"][name]
+        assert [r["seed"] for r in runs] == [0, 1] and all(r["steps"] == 4 for r in runs)
+        for r in runs:
+            assert sum(r["valid_pieces"]) / sum(res["pieces"]["valid"]) == pytest.approx(r["valid_nll"])
+            assert len(r["test_pieces"]) == 2
+        assert runs[0]["valid_nll"] != runs[1]["valid_nll"]              # another seed, another run
+    table = C.format_seeds(res).splitlines()
+    assert len(table) == 3 and all(line.split()[1] == "2" for line in table[1:])
+    m, lo, hi = C.seed_interval([1.0, 1.2, 1.1])
+    assert m == pytest.approx(1.1) and lo < 1.0 < 1.2 < hi
+
+
+def test_cli_compare_exports_a_results_file(jsb_path, tmp_path, capsys):
+    import json
+
+    from musictx_lite.__main__ import main
+
+    out = tmp_path / "results.json"
+    main(["compare", "--profile", "smoke", "--seeds", "2", "--steps", "2", "--models", "lstm",
+          "--out", str(tmp_path / "runs"), "--data", str(jsb_path), "--export", str(out), "--quiet"])
+    res = json.loads(out.read_text())
+    assert res["profile"] == "smoke" and len(res["models"]["lstm"]) == 2 and "commit" in res and "device" in res
+    assert len(res["models"]["lstm"][0]["valid_pieces"]) == 76 and "wrote" in capsys.readouterr().out

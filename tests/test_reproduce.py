@@ -41,7 +41,11 @@ def test_second_call_resumes_without_training(first_run):
     stamps = {name: (out / name / "ckpt.pt").stat().st_mtime_ns for name in NAMES}
     t0 = time.perf_counter()
     again = reproduce_jsb("smoke", out, data=data, device="cpu", progress=False)
-    assert again == rows                                       # the same steps, seconds and NLLs
+    plain = lambda rs: [{k: v for k, v in r.items() if k != "model"} for r in rs]
+    assert plain(again) == plain(rows)                          # the same steps, seconds, NLLs and history
+    for a, b in zip(again, rows):
+        for (k, x), y in zip(a["model"].state_dict().items(), b["model"].state_dict().values()):
+            assert x.equal(y), k
     assert {name: (out / name / "ckpt.pt").stat().st_mtime_ns for name in NAMES} == stamps   # nothing rewritten
     assert time.perf_counter() - t0 < first_seconds
 
@@ -90,3 +94,58 @@ def test_reproduce_rows_are_chapter_11s_rows(first_run):
         assert r["valid_nll"] == pytest.approx(c["valid_nll"], abs=1e-6)
         assert r["test_nll"] == pytest.approx(c["test_nll"], abs=1e-6)
     assert "verdict" in format_table(got)                  # compare's rows print as the paper's table
+
+
+def test_export_writes_float16_checkpoints_with_their_records(first_run, tmp_path):
+    """`reproduce jsb --export`: each model in float16 with a record whose NLLs are those of the stored weights."""
+    import json
+
+    import torch
+
+    from musictx_lite.models import load_checkpoint
+    from musictx_lite.pretrained import export
+    from musictx_lite.tasks import evaluate_nll
+
+    _, data, rows, _ = first_run
+    for r in rows:
+        rec = export(r["model"], r["history"], r["train_config"], data, tmp_path)
+        assert json.loads((tmp_path / f"{r['name']}.json").read_text()) == rec
+        ck = torch.load(tmp_path / rec["file"], map_location="cpu", weights_only=True)
+        assert all(v.dtype == torch.float16 for v in ck["model"].values() if v.is_floating_point())
+        model, _ = load_checkpoint(tmp_path / rec["file"])
+        assert evaluate_nll(model, data.valid) == pytest.approx(rec["valid_nll"], abs=1e-9)
+        assert abs(rec["valid_nll"] - r["valid_nll"]) < 0.01           # float16 weights: close, not equal
+        assert rec["steps"] == 20 and rec["train_config"] == r["train_config"] and rec["seed"] == 0
+        assert rec["curve"]["eval_step"] == r["history"].eval_step and rec["sha256"]
+        assert rec["command"].startswith("python -m musictx_lite") and rec["torch"] == torch.__version__
+
+
+def test_models_option_trains_a_subset(first_run, jsb_path, capsys):
+    out, _, rows, _ = first_run
+    main(["reproduce", "jsb", "--profile", "smoke", "--out", str(out), "--data", str(jsb_path), "--quiet",
+          "--models", "relative"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("ours: ")] == ["relative"]
+
+
+def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeypatch):
+    from musictx_lite.data import Splits
+    import musictx_lite.reproduce as R
+    from musictx_lite.reproduce import ablation, format_ablation
+
+    ABLATION = {**R.ABLATION, "no dropout, no weight decay": dict(dropout=0.0, weight_decay=0.0)}
+    monkeypatch.setattr(R, "ABLATION", ABLATION)
+    full = load_jsb(jsb_path)
+    data = Splits(full.train, full.valid[:2], full.test[:2], full.source)
+    tiny = dict(max_steps=3, warmup_steps=1, eval_every=3, ckpt_every=3, patience=None)
+    rows = ablation(data, tmp_path, seeds=(0,), budget=tiny)
+    assert [r["variant"] for r in rows] == list(ABLATION)
+    assert all(r["steps"] == 3 and math.isfinite(r["valid_nll"]) for r in rows)
+    ck = {r["variant"]: read_checkpoint(tmp_path / f"{r['variant'].replace(' ', '-').replace(',', '')}-0")
+          for r in rows}
+    assert ck["recipe"]["train_config"]["transpose"] and not ck["no transposition"]["train_config"]["transpose"]
+    assert ck["no dropout, no weight decay"]["model_config"]["dropout"] == 0.0
+    assert ck["no dropout, no weight decay"]["train_config"]["weight_decay"] == 0.0
+    assert ck["recipe"]["model_config"]["dropout"] == 0.1
+    table = format_ablation(rows).splitlines()
+    assert table[1].split()[0] == "recipe" and len(table) == 1 + len(ABLATION)

@@ -106,3 +106,33 @@ def test_bad_input():
         chorale_stats([])
     with pytest.raises(ValueError, match="no sounding"):
         pitch_class_histogram(grid([-1, -1, -1, -1]))
+
+
+def test_onset_positions_count_where_notes_start():
+    from musictx_lite.stats import onset_positions
+
+    # soprano: a half note, then four 16ths; the other voices rest
+    g = np.full((12, 4), -1)
+    g[0:8, 0] = 60
+    g[8:12, 0] = [62, 64, 65, 67]
+    got = onset_positions(g)
+    assert got["onsets"] == 5 and got["on_beat"] == pytest.approx(2 / 5)
+    assert got["half_beat"] == pytest.approx(1 / 5) and got["odd_16th"] == pytest.approx(2 / 5)
+    assert got["off_beat"] == pytest.approx(3 / 5)
+    shifted = onset_positions(g, start=1)                # one step later in its piece: every position moves
+    assert shifted["on_beat"] == pytest.approx(1 / 5) and shifted["odd_16th"] == pytest.approx(3 / 5)
+    with pytest.raises(ValueError, match="no notes"):
+        onset_positions(np.full((4, 4), -1))
+
+
+def test_bootstrap_interval_brackets_the_pooled_value_and_narrows_with_more_pieces():
+    from musictx_lite.stats import bootstrap_interval, onset_positions
+
+    rng = np.random.default_rng(0)
+    grids = [rng.integers(60, 64, (32, 4)) for _ in range(40)]
+    stat = lambda gs: onset_positions(gs)["odd_16th"]
+    lo, hi = bootstrap_interval(grids, stat, n=200)
+    assert lo <= stat(grids) <= hi
+    lo2, hi2 = bootstrap_interval(grids[:8], stat, n=200)
+    assert hi2 - lo2 > hi - lo
+    assert bootstrap_interval([grids[0]], stat, n=50) == (stat([grids[0]]), stat([grids[0]]))
