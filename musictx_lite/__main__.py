@@ -264,7 +264,8 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
         from .pretrained import export
 
         for r in rows:
-            rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device)
+            rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device,
+                         extra={"note": a.note} if a.note else None)
             print(f"exported {a.export}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "
                   f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
 
@@ -431,6 +432,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     r.add_argument("--models", nargs="+", choices=("sinusoidal", "relative", "relative-voice"), default=None,
                    metavar="NAME", help="train only these rows (default all three), e.g. one per process")
     r.add_argument("--seeds", type=positive_int, default=1, help="ablation: seeds per variant (default 1)")
+    r.add_argument("--note", default=None, help="a line of provenance stored in each exported record")
     r.add_argument("--export", default=None, metavar="DIR",
                    help="write each trained model in float16 with its record into DIR "
                         "(musictx_lite/pretrained ships them: the 'paper' profile's models)")

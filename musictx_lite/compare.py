@@ -136,11 +136,13 @@ def compare(data: Splits, profile: Profile | str | None = None, names: list[str]
         rows.append({"name": name, "chapter": COMPARED[name], "params": n_params(model),
                      "steps": hist.step[-1], "seconds": hist.seconds, "train_tok_s": hist.tokens_per_s,
                      "peak_mib": train_peak_mib(name, model.cfg, memory_length, model_device(model)),
-                     "valid_nll": hist.final_nll, "test_nll": evaluate_nll(model, data.test),
+                     # with keep_best the model holds its best weights, not those of its last evaluation
+                     "valid_nll": evaluate_nll(model, data.valid) if budget(name, p)[1].keep_best else hist.final_nll,
+                     "test_nll": evaluate_nll(model, data.test),
                      "sample_tok_s": speed, "samples": grids, "history": hist, "model": model})
         if verbose:
             print(f"{name:>19s} (chapter {COMPARED[name]:2d}): {hist.step[-1]} steps in {hist.seconds:5.1f} s, "
-                  f"valid NLL {hist.final_nll:.3f}", flush=True)
+                  f"valid NLL {rows[-1]['valid_nll']:.3f}", flush=True)
     return rows
 
 

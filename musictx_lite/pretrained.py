@@ -79,7 +79,13 @@ def _git_commit() -> str:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    name = platform.processor() or platform.machine()
+    try:                                                            # Linux: the CPU's model name
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"cpu: {name}, {os.cpu_count()} cores"
 
 
 def provenance(device: torch.device | str = "cpu") -> dict:

@@ -103,3 +103,15 @@ def test_records_are_json_with_finite_numbers():
     for name in NAMES:
         rec = json.loads((HERE / f"{name}.json").read_text())
         assert np.isfinite([rec["valid_nll"], rec["test_nll"]]).all()
+
+
+def test_the_sampler_widget_defaults_to_the_shipped_relative_model(monkeypatch, jsb_path):
+    from musictx_lite import widgets
+
+    seen = {}
+    monkeypatch.setattr(widgets, "sampler_widget", lambda model, pieces, *a: seen.update(model=model, pieces=pieces))
+    monkeypatch.setattr(widgets, "_show", lambda widget, fallback: widget())
+    widgets.explore_sampler()
+    assert seen["model"].name == "relative" and len(seen["pieces"]) == 5
+    ref = pretrained("relative", device="cpu")
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(seen["model"].state_dict().values(), ref.state_dict().values()))
