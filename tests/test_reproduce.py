@@ -149,3 +149,18 @@ def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeyp
     assert ck["recipe"]["model_config"]["dropout"] == 0.1
     table = format_ablation(rows).splitlines()
     assert table[1].split()[0] == "recipe" and len(table) == 1 + len(ABLATION)
+
+
+def test_paper_table_says_where_each_number_comes_from():
+    from musictx_lite.reproduce import format_paper_table
+
+    shipped = [{"name": n, "valid_nll": 0.3, "test_nll": 0.31, "record": {"valid_nll": 0.4, "test_nll": 0.41}}
+               for n in NAMES]
+    live = [{**_row(n, 0.8, 0.9), "steps": 120} for n in NAMES]
+    table = format_paper_table(shipped, live).splitlines()
+    assert all(len(line) <= 88 for line in table)
+    assert sum("shipped, scored in this build" in line and "0.300" in line for line in table) == 3
+    assert sum(line.startswith("live: ") and "trained in this build" in line for line in table) == 3
+    assert sum(line.startswith("paper: ") for line in table) == len(PAPER)
+    recorded = format_paper_table(shipped, recomputed=False)
+    assert "0.400" in recorded and "0.300" not in recorded and "as recorded" in recorded
