@@ -270,18 +270,30 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
                   f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
 
 
-def cmd_compare(a: argparse.Namespace) -> None:
-    """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
+def _check_results_path(path: str | None) -> None:
+    if path is not None and not path.endswith(".json"):
+        raise ValueError(f"--export names a .json results file, got {path}")
+
+
+def _write_results(path: str, content: dict, device) -> None:
+    """A results file: ``content`` with its provenance (command, commit, device, versions, date), atomically."""
     import json
 
-    from . import get_profile, load_jsb
-    from .compare import compare_seeds, format_seeds
     from .data import atomic_write
     from .pretrained import provenance
 
+    out = {**provenance(device), **content}
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
+    print(f"wrote {path}")
+
+
+def cmd_compare(a: argparse.Namespace) -> None:
+    """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
+    from . import get_profile, load_jsb
+    from .compare import compare_seeds, format_seeds
+
     _check_writable(a.out, "--out", directory=True)
-    if a.export is not None and not a.export.endswith(".json"):
-        raise ValueError(f"--export names a .json results file, got {a.export}")
+    _check_results_path(a.export)
     device = a.device if a.device is not None else _default_device()
     p = get_profile(a.profile)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
@@ -291,22 +303,15 @@ def cmd_compare(a: argparse.Namespace) -> None:
     results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet, **over)
     print(format_seeds(results))
     if a.export is not None:
-        out = {**provenance(device), **results}
-        atomic_write(a.export, lambda tmp: Path(tmp).write_text(json.dumps(out) + "\n"))
-        print(f"wrote {a.export}")
+        _write_results(a.export, results, device)
 
 
 def _ablation(a: argparse.Namespace, device) -> None:
     """``reproduce ablation``: what each ingredient of the recipe buys; with --export, a results file."""
-    import json
-
     from . import load_jsb
-    from .data import atomic_write
-    from .pretrained import provenance
     from .reproduce import ABLATION, ABLATION_BUDGET, ablation, format_ablation
 
-    if a.export is not None and not a.export.endswith(".json"):
-        raise ValueError(f"--export for the ablation names a .json file, got {a.export}")
+    _check_results_path(a.export)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
     seeds = list(range(a.seeds))
     print(f"ablation: relative attention, {len(ABLATION)} variants x {len(seeds)} seeds, "
@@ -314,9 +319,7 @@ def _ablation(a: argparse.Namespace, device) -> None:
     rows = ablation(data, a.out, seeds, device=device, progress=not a.quiet)
     print(format_ablation(rows))
     if a.export is not None:
-        out = {**provenance(device), "budget": ABLATION_BUDGET, "variants": ABLATION, "rows": rows}
-        atomic_write(a.export, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
-        print(f"wrote {a.export}")
+        _write_results(a.export, {"budget": ABLATION_BUDGET, "variants": ABLATION, "rows": rows}, device)
 
 
 # ---------------------------------------------------------------- parser
@@ -325,6 +328,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     from .bench import ATTENTION
     from .compare import COMPARED
     from .models import MODELS
+    from .pretrained import NAMES as PRETRAINED
     from .profiles import PROFILES
 
     ap = argparse.ArgumentParser(prog="python -m musictx_lite", description=__doc__,
@@ -348,7 +352,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a run directory written by 'train' (or its ckpt.pt)")
-    src.add_argument("--pretrained", choices=("sinusoidal", "relative", "relative-voice"), metavar="NAME",
+    src.add_argument("--pretrained", choices=PRETRAINED, metavar="NAME",
                      help="a model shipped with the package: sinusoidal, relative or relative-voice "
                           "(chapter 11; trained on the official JSB split)")
     g.add_argument("--out", required=True, help="the .mid file to write")
@@ -429,7 +433,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     r.add_argument("--device", type=device_arg, default=None,
                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
-    r.add_argument("--models", nargs="+", choices=("sinusoidal", "relative", "relative-voice"), default=None,
+    r.add_argument("--models", nargs="+", choices=PRETRAINED, default=None,
                    metavar="NAME", help="train only these rows (default all three), e.g. one per process")
     r.add_argument("--seeds", type=positive_int, default=1, help="ablation: seeds per variant (default 1)")
     r.add_argument("--note", default=None, help="a line of provenance stored in each exported record")

@@ -28,8 +28,8 @@ from .device import model_device, to_model
 from .models import build_model, n_params
 from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
 from .sample import generate, prompt_from
-from .tasks import evaluate_nll, evaluating, token_nll
-from .tokens import VOCAB_SIZE, decode
+from .tasks import evaluate_nll, evaluating, piece_nlls, token_nll
+from .tokens import VOCAB_SIZE, decode, encode
 from .training import History, TrainConfig, train
 
 # model name -> the chapter that built it, in the book's order
@@ -221,17 +221,14 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
     ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
     ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: exercise 11.1),
     ``steps``, ``best_step``, ``seconds`` and ``params``. Runs go to ``out_dir/seed-<s>/<name>`` and resume."""
-    from .tokens import encode
-
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     counts = {s: [len(encode(q.pitches)) - 1 for q in data[s]] for s in ("valid", "test")}
     models: dict[str, list[dict]] = {}
     for name in names or list(COMPARED):
         for seed in seeds:
             run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
-            torch.manual_seed(seed)
             model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)
-            per = {s: [evaluate_nll(model, [q]) * n for q, n in zip(data[s], counts[s])] for s in ("valid", "test")}
+            per = {s: piece_nlls(model, data[s])[0].tolist() for s in ("valid", "test")}
             models.setdefault(name, []).append({
                 "seed": seed, "valid_nll": sum(per["valid"]) / sum(counts["valid"]),
                 "test_nll": sum(per["test"]) / sum(counts["test"]), "valid_pieces": per["valid"],

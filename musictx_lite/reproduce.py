@@ -140,8 +140,8 @@ ABLATION = {"recipe": {},
 
 def ablation(data: Splits, out_dir: str | os.PathLike | None = None, seeds=(0,), name: str = "relative",
              device: torch.device | str | None = None, progress: bool = False,
-             budget: dict = ABLATION_BUDGET) -> list[dict]:
-    """Train ``name`` with the paper profile's recipe at ``budget`` (a small one), once per variant of ``ABLATION``
+             steps_budget: dict = ABLATION_BUDGET) -> list[dict]:
+    """Train ``name`` with the paper profile's recipe at ``steps_budget`` (a small one), once per variant of ``ABLATION``
     and seed. One dict per run: ``variant``, ``seed``, ``valid_nll`` (best weights, whole pieces), ``train_nll``
     (the mean training loss of the last 100 steps, on transposed crops where the variant transposes),
     ``best_step`` and ``seconds``. With ``out_dir``, runs resume."""
@@ -155,7 +155,7 @@ def ablation(data: Splits, out_dir: str | os.PathLike | None = None, seeds=(0,),
     for variant, change in ABLATION.items():
         for seed in seeds:
             mcfg = p.model_config(name, **{k: v for k, v in change.items() if k == "dropout"})
-            tcfg = p.train_config(name, seed=seed, **budget,
+            tcfg = p.train_config(name, seed=seed, **steps_budget,
                                   **{k: v for k, v in change.items() if k != "dropout"})
             torch.manual_seed(seed)
             model = build_model(name, mcfg)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -121,6 +122,13 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) ->
             for i in range(0, len(X), 4 * batch_size):
                 total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
     return total / count
+
+
+def piece_nlls(model: nn.Module, pieces: list[Piece]) -> tuple[np.ndarray, np.ndarray]:
+    """Summed NLL (nats) and number of scored tokens of each piece, each scored by ``evaluate_nll``:
+    what a bootstrap over pieces resamples (exercise 11.1, ``compare.compare_seeds``)."""
+    counts = np.array([len(encode(p.pitches)) - 1 for p in pieces])
+    return np.array([evaluate_nll(model, [p]) for p in pieces]) * counts, counts
 
 
 @torch.no_grad()

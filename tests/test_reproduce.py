@@ -138,7 +138,7 @@ def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeyp
     full = load_jsb(jsb_path)
     data = Splits(full.train, full.valid[:2], full.test[:2], full.source)
     tiny = dict(max_steps=3, warmup_steps=1, eval_every=3, ckpt_every=3, patience=None)
-    rows = ablation(data, tmp_path, seeds=(0,), budget=tiny)
+    rows = ablation(data, tmp_path, seeds=(0,), steps_budget=tiny)
     assert [r["variant"] for r in rows] == list(ABLATION)
     assert all(r["steps"] == 3 and math.isfinite(r["valid_nll"]) for r in rows)
     ck = {r["variant"]: read_checkpoint(tmp_path / f"{r['variant'].replace(' ', '-').replace(',', '')}-0")

@@ -11,17 +11,11 @@ import torch.nn as nn
 from ..data import Piece
 from ..sample import generate, prompt_from
 from ..stats import chorale_stats
-from ..tasks import evaluate_nll
+from ..tasks import evaluate_nll, piece_nlls
 from ..tokens import decode, encode
 
 __all__ = ["piece_nlls", "paired_bootstrap", "fit_cost", "sample_ms", "predicted_speedup", "exercise_11_1",
            "exercise_11_2", "exercise_11_3"]
-
-
-def piece_nlls(model: nn.Module, pieces: list[Piece]) -> tuple[np.ndarray, np.ndarray]:
-    """Summed NLL (nats) and number of scored tokens of each piece, each scored by ``evaluate_nll``."""
-    counts = np.array([len(encode(p.pitches)) - 1 for p in pieces])
-    return np.array([evaluate_nll(model, [p]) for p in pieces]) * counts, counts
 
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, counts: np.ndarray, n: int = 2000,
