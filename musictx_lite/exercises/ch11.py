@@ -12,7 +12,7 @@ from ..data import Piece
 from ..sample import generate, prompt_from
 from ..stats import chorale_stats
 from ..tasks import evaluate_nll, piece_nlls
-from ..tokens import decode, encode
+from ..tokens import decode
 
 __all__ = ["piece_nlls", "paired_bootstrap", "fit_cost", "sample_ms", "predicted_speedup", "exercise_11_1",
            "exercise_11_2", "exercise_11_3"]
