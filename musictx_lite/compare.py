@@ -158,16 +158,20 @@ def format_comparison(rows: list[dict], memory_length: int = 2048) -> str:
     return "\n".join(lines)
 
 
-def plot_nll_vs_time(histories: dict[str, History], baseline: float | None = None, ax=None):
-    """Valid NLL against training seconds, one line per run (20 distinct colours, then dashes)."""
+def plot_nll_vs_time(histories: dict[str, History], baseline: float | None = None, ax=None, others=None):
+    """Valid NLL against training seconds, one line per run (20 distinct colours, then dashes).
+
+    ``others``: more runs drawn thin and grey behind, unlabelled, as context (``plot_nll_panels``)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 4.5))
-    colours = plt.get_cmap("tab20").colors
+    for h in (others or {}).values():
+        ax.plot(h.eval_seconds, h.valid_nll, color="0.8", lw=0.8, zorder=1)
+    colours = plt.get_cmap("tab10" if len(histories) <= 10 else "tab20").colors
     for i, (name, h) in enumerate(histories.items()):
-        ax.plot(h.eval_seconds, h.valid_nll, marker="o", ms=3, color=colours[i % 20], ls="-" if i < 20 else "--",
-                label=f"{name} ({h.final_nll:.3f})")
+        ax.plot(h.eval_seconds, h.valid_nll, marker="o", ms=3, color=colours[i % len(colours)],
+                ls="-" if i < len(colours) else "--", label=f"{name} ({h.final_nll:.3f})", zorder=2)
     if baseline is not None:
         ax.axhline(baseline, color="k", ls=":", lw=1, label=f"best baseline ({baseline:.3f})")
     ax.set(xlabel="training time (s, this machine)", ylabel="valid NLL (nats/token)",
@@ -175,6 +179,26 @@ def plot_nll_vs_time(histories: dict[str, History], baseline: float | None = Non
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
+
+
+def plot_nll_panels(histories: dict[str, History], groups: dict[str, list[str]], baseline: float | None = None):
+    """``plot_nll_vs_time`` as small multiples: one panel per group of runs (e.g. per chapter), in
+    colour, with every other run grey behind it; shared axes. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    cols = 2
+    rows = -(-len(groups) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.9 * rows), sharex=True, sharey=True, squeeze=False)
+    for ax, (title, names) in zip(axes.flat, groups.items()):
+        mine = {n: histories[n] for n in names if n in histories}
+        plot_nll_vs_time(mine, baseline, ax=ax, others={n: h for n, h in histories.items() if n not in mine})
+        ax.set(title=title, xlabel="", ylabel="")
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in axes.flat[len(groups):]:
+        ax.set_visible(False)
+    fig.supxlabel("training time (s, this machine)")
+    fig.supylabel("valid NLL (nats/token)")
+    return fig
 
 
 @torch.no_grad()

@@ -128,17 +128,19 @@ def voice_stats(pitches: np.ndarray) -> dict[str, float]:
 
     ``pitches`` is one grid, or a list of grids (pieces) pooled without joining them.
     """
+    from .stats import crossings              # one count of crossings for chapters 5, 9 and 11
+
     grids = [np.asarray(g) for g in pitches] if isinstance(pitches, (list, tuple)) else [np.asarray(pitches)]
-    steps, crossed = [], []
+    steps, crossed, pairs = [], 0, 0
     for g in grids:
         both = (g[1:] >= 0) & (g[:-1] >= 0)
         steps.append(np.abs(np.diff(g, axis=0))[both])
-        upper, lower = g[:, :-1], g[:, 1:]
-        crossed.append((lower > upper)[(upper >= 0) & (lower >= 0)])
-    step, crossed = np.concatenate(steps), np.concatenate(crossed)
+        c, n = crossings(g)
+        crossed, pairs = crossed + c, pairs + n
+    step = np.concatenate(steps)
     return {"moves": float((step > 0).mean()) if step.size else 0.0,
             "leap": float(step[step > 0].mean()) if (step > 0).any() else 0.0,
-            "crossings": float(crossed.mean()) if crossed.size else 0.0}
+            "crossings": crossed / pairs if pairs else 0.0}
 
 
 def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, title: str | None = None,

@@ -7,14 +7,17 @@ grid with -1 for rest, as ``decode`` returns them. ``chorale_stats`` gives one
 row of numbers for a list of grids (a model's samples, or Bach's held-out
 chorales), each computed by one small function here:
 
-- ``crossings``: the share of adjacent voice pairs sounding crossed (``music.voice_stats``);
+- ``crossings``: the share of adjacent voice pairs sounding crossed (``crossings``);
 - ``parallel_fifths`` / ``parallel_octaves``: parallels per voice-pair motion (``parallels``);
 - ``out_of_range``: the share of notes outside their voice's range (``RANGES``);
-- ``interval_distance``: the total-variation distance between the histogram of
-  intervals above the bass and Bach's (``pitch_class_histogram``).
+- ``above_bass_distance``: the total-variation distance between the histogram of
+  intervals above the bass and Bach's (``pitch_class_histogram``);
+- rhythm and metre, the first thing a listener hears: where in the beat notes
+  start (on the beat, on the half beat, on an odd 16th: ``onset_positions``),
+  and how long they last (``note_lengths``).
 
-``onset_positions`` measures rhythm and metre, the first thing a listener hears:
-where in the beat notes start (on the beat, on the half beat, on an odd 16th).
+``stats_intervals`` gives each statistic a bootstrap interval over pieces, so
+that Bach's reference row (his whole validation set) comes with its spread.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .music import notes_of, voice_stats
+from .music import notes_of
 
 # Standard SATB ranges, MIDI numbers, inclusive: S C4-G5, A G3-D5, T C3-G4, B E2-C4.
 RANGES = {"soprano": (60, 79), "alto": (55, 74), "tenor": (48, 67), "bass": (40, 60)}
@@ -139,34 +142,121 @@ def bach_histogram() -> np.ndarray:
     return pitch_class_histogram([p.pitches for p in load_chorales().train])
 
 
-def chorale_stats(grids, reference_pcs: np.ndarray | None = None) -> dict[str, float]:
-    """One row of musical statistics for a list of grids (or one grid).
+def crossings(grid: np.ndarray) -> tuple[int, int]:
+    """(adjacent voice pairs crossed, adjacent voice pairs with both voices sounding), over every step.
 
-    The grids are pooled: each rate is a total count over all of them divided
-    by a total, so a long piece weighs more than a short one.
-
-    - ``parallel_fifths``, ``parallel_octaves``: parallels per voice-pair motion (see ``parallels``);
-    - ``crossings``: the share of adjacent voice pairs, both sounding, that are crossed (``music.voice_stats``);
-    - ``out_of_range``: the share of notes outside their voice's range in ``RANGES``;
-    - ``interval_distance``: the total-variation distance, in [0, 1], between the pooled histogram of
-      intervals above the bass (``pitch_class_histogram``) and ``reference_pcs`` (a 12-bin histogram
-      of the same kind; default: Bach's training chorales, ``bach_histogram``). Few notes give a noisy
-      histogram and a larger distance: compare sets of similar total length.
+    The pairs are S-A, A-T and T-B; a pair is crossed when the lower voice sounds above the upper
+    one. Chapter 5 (``music.voice_stats``), chapter 9 and chapter 11 count crossings this way.
     """
+    g = np.asarray(grid)
+    upper, lower = g[:, :-1], g[:, 1:]
+    both = (upper >= 0) & (lower >= 0)
+    return int((lower > upper)[both].sum()), int(both.sum())
+
+
+def note_lengths(grid: np.ndarray) -> np.ndarray:
+    """The length in 16th steps of every note of a grid (a note: a run of one pitch, ``music.notes_of``)."""
+    return np.array([end - start for notes in notes_of(grid) for start, end, _ in notes], dtype=np.int64)
+
+
+# What ``chorale_stats`` reports, in its order: harmony and voicing, then rhythm.
+STATS = ("crossings", "parallel_fifths", "parallel_octaves", "out_of_range", "above_bass_distance",
+         "on_beat", "half_beat", "odd_16th", "sixteenths", "mean_length")
+HARMONY, RHYTHM = STATS[:5], STATS[5:]
+# Short column heads for tables of ``STATS``.
+HEADS = {"crossings": "crossed", "parallel_fifths": "par. 5ths", "parallel_octaves": "par. 8ves",
+         "out_of_range": "out of range", "above_bass_distance": "above bass", "on_beat": "on beat",
+         "half_beat": "half beat", "odd_16th": "odd 16th", "sixteenths": "16th notes", "mean_length": "mean len."}
+# One piece's counts, from which every statistic of a set of pieces is a ratio of sums (or, for the
+# histogram, a distance of summed counts): what lets ``stats_intervals`` resample pieces cheaply.
+_COUNTS = ("fifths", "octaves", "motions", "crossed", "pairs", "outside", "notes",
+           "at_0", "at_1", "at_2", "at_3", "sixteenths", "steps") + tuple(f"above_bass_{i}" for i in range(12))
+
+
+def _piece_counts(grid: np.ndarray, start: int) -> np.ndarray:
+    """(len(_COUNTS),) the counts of one grid whose first step is step ``start`` of its piece."""
+    par = parallels(grid)
+    crossed, pairs = crossings(grid)
+    outside, notes = out_of_range(grid)
+    onsets = np.zeros(4)
+    for voice in notes_of(grid):
+        for t0, _, _ in voice:
+            onsets[(start + t0) % 4] += 1
+    lengths = note_lengths(grid)
+    upper, bass = grid[:, :3], grid[:, 3:]
+    above = np.bincount(((upper - bass) % 12)[(upper >= 0) & (bass >= 0)], minlength=12)
+    return np.r_[par["fifths"], par["octaves"], par["motions"], crossed, pairs, outside, notes,
+                 onsets, (lengths == 1).sum(), lengths.sum(), above].astype(float)
+
+
+def _rates(c: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(..., len(STATS)) the statistics of summed counts ``c`` (..., len(_COUNTS))."""
+    k = {name: c[..., i] for i, name in enumerate(_COUNTS)}
+    div = lambda a, b: a / np.maximum(b, 1)
+    above = c[..., len(_COUNTS) - 12:]
+    above = above / np.maximum(above.sum(-1, keepdims=True), 1)
+    onsets = k["at_0"] + k["at_1"] + k["at_2"] + k["at_3"]
+    return np.stack([div(k["crossed"], k["pairs"]), div(k["fifths"], k["motions"]), div(k["octaves"], k["motions"]),
+                     div(k["outside"], k["notes"]), 0.5 * np.abs(above - ref / ref.sum()).sum(-1),
+                     div(k["at_0"], onsets), div(k["at_2"], onsets), div(k["at_1"] + k["at_3"], onsets),
+                     div(k["sixteenths"], k["notes"]), div(k["steps"], k["notes"])], axis=-1)
+
+
+def _counts(grids, start: int, reference_pcs) -> tuple[np.ndarray, np.ndarray]:
     grids = _grids(grids)
     if not grids:
         raise ValueError("no grids to measure")
     ref = bach_histogram() if reference_pcs is None else np.asarray(reference_pcs, dtype=float)
     if ref.shape != (12,):
         raise ValueError(f"reference_pcs must be a 12-bin histogram, got shape {ref.shape}")
-    par = [parallels(g) for g in grids]
-    motions = sum(p["motions"] for p in par)
-    outside, notes = np.sum([out_of_range(g) for g in grids], axis=0)
-    return {"parallel_fifths": sum(p["fifths"] for p in par) / max(motions, 1),
-            "parallel_octaves": sum(p["octaves"] for p in par) / max(motions, 1),
-            "crossings": voice_stats(grids)["crossings"],
-            "out_of_range": float(outside / max(notes, 1)),
-            "interval_distance": total_variation(pitch_class_histogram(grids), ref)}
+    counts = np.stack([_piece_counts(g, start) for g in grids])           # (pieces, counts)
+    if counts[:, _COUNTS.index("notes")].sum() == 0:
+        raise ValueError("no notes to measure")
+    if counts[:, -12:].sum() == 0:
+        raise ValueError("no sounding notes to count above a sounding bass")
+    return counts, ref
+
+
+def chorale_stats(grids, reference_pcs: np.ndarray | None = None, start: int = 0) -> dict[str, float]:
+    """One row of musical statistics (``STATS``) for a list of grids (or one grid).
+
+    The grids are pooled: each rate is a total count over all of them divided
+    by a total, so a long piece weighs more than a short one. Step ``t`` of a
+    grid is step ``start + t`` of its piece (a continuation after a prompt).
+
+    Harmony and voicing:
+
+    - ``crossings``: the share of adjacent voice pairs, both sounding, that are crossed (``crossings``);
+    - ``parallel_fifths``, ``parallel_octaves``: parallels per voice-pair motion (see ``parallels``);
+    - ``out_of_range``: the share of notes outside their voice's textbook range in ``RANGES`` (Bach
+      himself goes outside now and then: compare with his rate, not with 0);
+    - ``above_bass_distance``: the total-variation distance, in [0, 1], between the pooled histogram
+      of the intervals of the upper voices above the bass (``pitch_class_histogram``) and
+      ``reference_pcs`` (a 12-bin histogram of the same kind; default: Bach's training chorales,
+      ``bach_histogram``). Few notes give a noisy histogram and a larger distance: compare sets of
+      similar total length.
+
+    Rhythm and metre (``onset_positions``, ``note_lengths``):
+
+    - ``on_beat``, ``half_beat``, ``odd_16th``: the shares of note onsets on the quarter-note beat, on
+      its half, and on the 16ths between;
+    - ``sixteenths``: the share of notes one 16th long; ``mean_length``: the mean note length in 16ths.
+    """
+    counts, ref = _counts(grids, start, reference_pcs)
+    return dict(zip(STATS, _rates(counts.sum(0), ref).tolist()))
+
+
+def stats_intervals(grids, reference_pcs: np.ndarray | None = None, start: int = 0, n: int = 1000,
+                    level: float = 0.95, seed: int = 0) -> dict[str, tuple[float, float]]:
+    """``bootstrap_interval`` for every statistic of ``chorale_stats`` at once: resample the pieces
+    with replacement ``n`` times and keep the central ``level`` share of each statistic. It says how
+    much a pooled row depends on which pieces were measured (not how a model varies across seeds)."""
+    counts, ref = _counts(grids, start, reference_pcs)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(counts), (n, len(counts)))                   # (n, pieces)
+    values = _rates(counts[idx].sum(1), ref)                               # (n, stats)
+    lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return {name: (float(a), float(b)) for name, a, b in zip(STATS, lo, hi)}
 
 
 def onset_positions(grids, start: int = 0) -> dict[str, float]:
@@ -203,3 +293,20 @@ def bootstrap_interval(grids, stat, n: int = 1000, level: float = 0.95, seed: in
     values = [stat([grids[i] for i in rng.integers(0, len(grids), len(grids))]) for _ in range(n)]
     lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def format_table(rows: dict[str, dict], keys=STATS, intervals: dict[str, dict] | None = None) -> str:
+    """A table of ``chorale_stats`` rows (name -> row) for the statistics ``keys``: rates in percent,
+    the distance to three decimals, lengths in 16ths. ``intervals`` (name -> ``stats_intervals``) adds a
+    line under a row with its 95% interval."""
+    def cell(k, v):
+        return f"{v:.3f}" if k == "above_bass_distance" else f"{v:.2f}" if k == "mean_length" else f"{v:.1%}"
+
+    lines = [f"{'':24s}" + "".join(f"{HEADS[k]:>13s}" for k in keys)]
+    for name, row in rows.items():
+        lines.append(f"{name[:24]:24s}" + "".join(f"{cell(k, row[k]):>13s}" for k in keys))
+        if intervals and name in intervals:
+            ci = intervals[name]
+            lines.append(f"{'  95% interval':24s}"
+                         + "".join(f"{cell(k, ci[k][0]).rstrip('%') + '-' + cell(k, ci[k][1]):>13s}" for k in keys))
+    return "\n".join(lines)

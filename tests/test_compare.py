@@ -166,3 +166,18 @@ def test_cli_compare_exports_a_results_file(jsb_path, tmp_path, capsys):
     res = json.loads(out.read_text())
     assert res["profile"] == "smoke" and len(res["models"]["lstm"]) == 2 and "commit" in res and "device" in res
     assert len(res["models"]["lstm"][0]["valid_pieces"]) == 76 and "wrote" in capsys.readouterr().out
+
+
+def test_plot_nll_panels_colours_each_group_and_greys_the_rest(rows):
+    import matplotlib.pyplot as plt
+
+    hist = {r["name"]: r["history"] for r in rows}
+    names = list(hist)
+    fig = C.plot_nll_panels(hist, {"first": names[:1], "rest": names[1:]}, baseline=1.0)
+    first, rest = fig.axes[:2]
+    assert first.get_title() == "first" and len(first.lines) == len(names) + 1      # every run, and the baseline
+    labels = first.get_legend_handles_labels()[1]
+    assert labels[0].startswith(names[0] + " (") and len(labels) == 2               # only its own run is named
+    assert sum(line.get_color() == "0.8" for line in first.lines) == len(names) - 1
+    assert [t.startswith(n + " (") for t, n in zip(rest.get_legend_handles_labels()[1], names[1:])] == [True] * (len(names) - 1)
+    plt.close("all")

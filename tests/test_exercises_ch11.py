@@ -4,7 +4,8 @@ import torch
 
 from musictx_lite import ModelConfig, build_model, evaluate_nll
 from musictx_lite.exercises import exercise_11_1, exercise_11_2, exercise_11_3
-from musictx_lite.exercises.ch11 import fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
+from musictx_lite.stats import STATS
+from musictx_lite.exercises.ch11 import out_of_range_mass, fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
 
 TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=32)
 
@@ -37,7 +38,7 @@ def test_exercise_11_1_same_model_is_no_difference(chorales):
     assert out["diff"] == 0 and not out["real"]
 
 
-def test_cost_fit_and_predicted_speedup():
+def test_cost_fit_and_predicted_speedup(capsys):
     rows = [{"t": t, "cached": 0.5 + 0.001 * t, "re-encoded": 0.2 + 0.01 * t + 1e-4 * t * t}
             for t in (16, 64, 256, 1024)]
     assert fit_cost(rows, "re-encoded", 2) == pytest.approx((0.2, 0.01, 1e-4), rel=1e-6)
@@ -46,6 +47,10 @@ def test_cost_fit_and_predicted_speedup():
     assert predicted_speedup((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), 9) == pytest.approx(5.0)   # (n + 1) / 2
     out = exercise_11_2(rows, lengths=(16, 4096))
     assert out["speedup"][4096] > out["speedup"][16]
+    capsys.readouterr()
+    exercise_11_2(rows, lengths=(16,), measured={1024: 2 * predicted_speedup(*out["fits"].values(), 1024)})
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("measured speed-up for  1024 tokens") and last.endswith("2.00 times the prediction")
 
 
 def test_exercise_11_3_statistics_per_temperature(chorales):
@@ -54,6 +59,21 @@ def test_exercise_11_3_statistics_per_temperature(chorales):
     out = exercise_11_3(model, chorales.test[:2], temperatures=(0.5, 2.0), prompt_steps=4, n_steps=8)
     assert list(out) == [0.5, 2.0]
     for row in out.values():
-        assert set(row) == {"parallel_fifths", "parallel_octaves", "crossings", "out_of_range",
-                            "interval_distance"}
-        assert all(0 <= v <= 1 for v in row.values())
+        assert list(row) == [*STATS, "out_of_range_mass"]
+        assert all(0 <= v <= 1 for k, v in row.items() if k != "mean_length") and row["mean_length"] >= 1
+    # the mass on out-of-range pitches, recomputed by hand for one piece at T = 2
+    from musictx_lite.stats import RANGES
+    from musictx_lite.tokens import LOWEST, N_SPECIAL, encode
+
+    p = chorales.test[0]
+    x = torch.as_tensor(encode(p.pitches))[: model.context][None]
+    with torch.no_grad():
+        probs = torch.softmax(model.eval()(x)[0] / 2.0, -1)
+    want = []
+    for t, row in enumerate(probs):
+        lo, hi = list(RANGES.values())[t % 4]
+        want.append(sum(float(row[k]) for k in range(N_SPECIAL, len(row))
+                        if not lo <= k - N_SPECIAL + LOWEST <= hi))
+    assert out_of_range_mass(model, [p], 2.0) == pytest.approx(np.mean(want), rel=1e-5)
+    cold, hot = out_of_range_mass(model, [p], 0.1), out_of_range_mass(model, [p], 10.0)
+    assert hot > cold                  # a high temperature spreads mass towards the uniform

@@ -69,8 +69,8 @@ def test_interval_histogram_distance():
     h = pitch_class_histogram(octaves)
     assert h[0] == 1.0 and pitch_class_histogram(fifths)[7] == 1.0
     assert total_variation(h, pitch_class_histogram(fifths)) == 1.0
-    assert chorale_stats(octaves, reference_pcs=h)["interval_distance"] == 0.0
-    assert chorale_stats(fifths, reference_pcs=h)["interval_distance"] == 1.0
+    assert chorale_stats(octaves, reference_pcs=h)["above_bass_distance"] == 0.0
+    assert chorale_stats(fifths, reference_pcs=h)["above_bass_distance"] == 1.0
     half = grid([72, 60, 48, 36], [67, 55, 67, 48])
     assert total_variation(pitch_class_histogram(half), h) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="12-bin"):
@@ -83,7 +83,7 @@ def test_intervals_above_the_bass_ignore_the_key(chorales):
     np.testing.assert_allclose(pitch_class_histogram(up), pitch_class_histogram(g))
     raw = total_variation(pitch_class_histogram(up, above_bass=False), pitch_class_histogram(g, above_bass=False))
     assert raw > 0.3                                        # the raw histogram moves with the key
-    assert chorale_stats(up)["interval_distance"] == pytest.approx(chorale_stats(g)["interval_distance"])
+    assert chorale_stats(up)["above_bass_distance"] == pytest.approx(chorale_stats(g)["above_bass_distance"])
 
 
 def test_bach_has_few_parallels_and_a_shuffle_many(chorales):
@@ -96,7 +96,7 @@ def test_bach_has_few_parallels_and_a_shuffle_many(chorales):
     assert c["parallel_fifths"] > 5 * s["parallel_fifths"] and c["parallel_octaves"] > 5 * s["parallel_octaves"]
     assert s["crossings"] < 0.02 and v["crossings"] > 2 * s["crossings"]
     assert s["out_of_range"] < 0.02
-    assert s["interval_distance"] < 0.05 < 0.2 < v["interval_distance"]     # each voice shuffled alone: no harmony
+    assert s["above_bass_distance"] < 0.05 < 0.2 < v["above_bass_distance"]     # each voice shuffled alone: no harmony
 
 
 def test_bad_input():
@@ -136,3 +136,63 @@ def test_bootstrap_interval_brackets_the_pooled_value_and_narrows_with_more_piec
     lo2, hi2 = bootstrap_interval(grids[:8], stat, n=200)
     assert hi2 - lo2 > hi - lo
     assert bootstrap_interval([grids[0]], stat, n=50) == (stat([grids[0]]), stat([grids[0]]))
+
+
+def test_rhythm_rows_count_onsets_and_lengths():
+    from musictx_lite.stats import STATS, note_lengths, onset_positions
+
+    g = np.full((12, 4), -1)
+    g[0:8, 0] = 60                                       # soprano: a half note, then four 16ths
+    g[8:12, 0] = [62, 64, 65, 67]
+    g[:, 3] = 48                                         # bass: one note 12 steps long
+    assert sorted(note_lengths(g).tolist()) == [1, 1, 1, 1, 8, 12]
+    s = chorale_stats(g)
+    assert list(s) == list(STATS)
+    assert s["sixteenths"] == pytest.approx(4 / 6) and s["mean_length"] == pytest.approx(24 / 6)
+    on = onset_positions(g, start=3)
+    got = chorale_stats(g, start=3)
+    assert all(got[k] == pytest.approx(on[k]) for k in ("on_beat", "half_beat", "odd_16th"))
+    assert got["on_beat"] != pytest.approx(s["on_beat"])           # the metre moves with the start
+
+
+def test_crossings_are_one_count_for_every_chapter(chorales):
+    from musictx_lite.music import voice_stats
+    from musictx_lite.stats import crossings
+
+    assert crossings(grid([60, 64, 55, 48], [72, 64, 55, 48])) == (1, 6)
+    assert crossings(grid([60, -1, 55, 48])) == (0, 1)                  # only T-B has both voices
+    bach = [p.pitches for p in chorales.valid]
+    assert voice_stats(bach)["crossings"] == pytest.approx(chorale_stats(bach)["crossings"])
+
+
+def test_stats_intervals_bracket_every_pooled_statistic_and_narrow_with_more_pieces(chorales):
+    from musictx_lite.stats import STATS, bootstrap_interval, stats_intervals
+
+    bach = [p.pitches for p in chorales.valid]
+    row, ci = chorale_stats(bach), stats_intervals(bach, n=300)
+    assert list(ci) == list(STATS)
+    for k in STATS:
+        assert ci[k][0] <= row[k] <= ci[k][1], k
+    few = stats_intervals(bach[:5], n=300)
+    assert few["on_beat"][1] - few["on_beat"][0] > ci["on_beat"][1] - ci["on_beat"][0]
+    # the same resampling as the generic bootstrap over pieces, up to the resampling noise
+    lo, hi = bootstrap_interval(bach, lambda gs: chorale_stats(gs)["crossings"], n=300)
+    assert abs(lo - ci["crossings"][0]) < 0.5 * (hi - lo) and abs(hi - ci["crossings"][1]) < 0.5 * (hi - lo)
+    one = stats_intervals([bach[0]], n=20)
+    assert all(one[k] == pytest.approx((chorale_stats([bach[0]])[k],) * 2) for k in STATS)
+    with pytest.raises(ValueError, match="no notes"):
+        chorale_stats([np.full((4, 4), -1)])
+
+
+def test_format_table_prints_rates_in_percent_and_intervals_under_their_row():
+    from musictx_lite.stats import HARMONY, RHYTHM, format_table
+
+    g = grid(A, [69, 64, 62, 48], [72, 64, 53, 48])
+    row = chorale_stats(g)
+    ci = {k: (0.25, 0.75) for k in row}
+    text = format_table({"one": row}, HARMONY, {"one": ci}).splitlines()
+    assert len(text) == 3 and text[0].split() == ["crossed", "par.", "5ths", "par.", "8ves", "out", "of",
+                                                  "range", "above", "bass"]
+    assert text[1].split()[1:3] == ["0.0%", "50.0%"] and text[2].split()[-1] == "0.250-0.750"
+    assert text[2].split()[2] == "25.0-75.0%"
+    assert format_table({"one": row}, RHYTHM).splitlines()[1].split()[-1] == f"{row['mean_length']:.2f}"

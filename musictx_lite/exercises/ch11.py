@@ -6,16 +6,19 @@ Notebook: notebooks/11_comparison.ipynb
 from __future__ import annotations
 
 import numpy as np
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from ..data import Piece
+from ..device import model_device
 from ..sample import generate, prompt_from
-from ..stats import chorale_stats
-from ..tasks import evaluate_nll, piece_nlls
-from ..tokens import decode
+from ..stats import HARMONY, HEADS, RANGES, RHYTHM, chorale_stats
+from ..tasks import evaluate_nll, evaluating, piece_nlls
+from ..tokens import LOWEST, N_SPECIAL, VOCAB_SIZE, decode, encode
 
 __all__ = ["piece_nlls", "paired_bootstrap", "fit_cost", "sample_ms", "predicted_speedup", "exercise_11_1",
-           "exercise_11_2", "exercise_11_3"]
+           "exercise_11_2", "exercise_11_3", "out_of_range_mass"]
 
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, counts: np.ndarray, n: int = 2000,
@@ -66,10 +69,11 @@ def predicted_speedup(cached: tuple[float, float, float], reencoded: tuple[float
     return sample_ms(reencoded, n_tokens) / sample_ms(cached, n_tokens)
 
 
-def exercise_11_2(rows: list[dict], lengths=(256, 1024, 4096)) -> dict:
+def exercise_11_2(rows: list[dict], lengths=(256, 1024, 4096), measured: dict[int, float] | None = None) -> dict:
     """Fit the cost of one new token with the cache (a + b t: one query against t keys) and by
     re-encoding (a + b t + c t^2: t tokens through the network, t^2 attention scores); say which term
-    dominates at each length, and predict the speed-up of whole samples."""
+    dominates at each length, and predict the speed-up of whole samples. ``measured``: {n: speed-up}
+    of whole samples timed by ``bench_sampling``, printed beside the prediction for the same n."""
     fits = {"cached": fit_cost(rows, "cached", 1), "re-encoded": fit_cost(rows, "re-encoded", 2)}
     for mode, (a, b, c) in fits.items():
         print(f"{mode:>10s}: {a:7.3f} ms + {1e3 * b:7.3f} us * t + {1e6 * c:7.4f} ns * t^2")
@@ -81,19 +85,58 @@ def exercise_11_2(rows: list[dict], lengths=(256, 1024, 4096)) -> dict:
     out = {n: predicted_speedup(fits["cached"], fits["re-encoded"], n) for n in lengths}
     for n, x in out.items():
         print(f"predicted speed-up for {n:5d} tokens: {x:5.1f}x")
+    for n, x in (measured or {}).items():
+        pred = predicted_speedup(fits["cached"], fits["re-encoded"], n)
+        print(f"measured speed-up for {n:5d} tokens: {x:5.1f}x, {x / pred:.2f} times the prediction")
     return {"fits": fits, "speedup": out}
+
+
+@torch.no_grad()
+def out_of_range_mass(model: nn.Module, pieces: list[Piece], temperature: float) -> float:
+    """The probability that ``model``, sampling at ``temperature``, gives to a pitch outside the range of
+    the voice it is writing (``stats.RANGES``), averaged over every position of ``pieces`` (their real
+    tokens as the prefix, the first window of the model's context of each piece)."""
+    device = model_device(model)
+    outside = torch.zeros(4, VOCAB_SIZE, dtype=torch.bool)          # (voice, token): pitch out of range
+    for v, (lo, hi) in enumerate(RANGES.values()):
+        pitch = torch.arange(VOCAB_SIZE) - N_SPECIAL + LOWEST
+        outside[v] = (torch.arange(VOCAB_SIZE) >= N_SPECIAL) & ((pitch < lo) | (pitch > hi))
+    ctx = getattr(model, "context", None) or 1024
+    masses = []
+    with evaluating(model):
+        for p in pieces:
+            x = torch.as_tensor(encode(p.pitches))[:ctx].to(device)[None]    # (1, T)
+            probs = F.softmax(model(x)[0].float() / temperature, dim=-1).cpu()  # (T, V): next-token probabilities
+            voice = torch.arange(len(probs)) % 4          # position p predicts token p + 1: voice p mod 4
+            masses.append((probs * outside[voice]).sum(-1))
+    return float(torch.cat(masses).mean())
 
 
 def exercise_11_3(model: nn.Module, pieces: list[Piece], temperatures=(0.5, 1.0, 1.5), prompt_steps: int = 16,
                   n_steps: int = 64) -> dict:
-    """Musical statistics of continuations sampled at several temperatures (one per piece and temperature)."""
+    """Musical statistics of continuations sampled at several temperatures (one per piece and temperature),
+    and the probability the model gives to out-of-range pitches at each temperature (``out_of_range_mass``):
+    dividing the logits by T < 1 raises every probability ratio p_i / p_max to the power 1 / T, so
+    unlikely tokens, out-of-range pitches among them, lose the most."""
     out = {}
     for temp in temperatures:
         grids = [decode(generate(model, prompt_from(p, prompt_steps), n_steps, temperature=temp, seed=i))
                  [prompt_steps:] for i, p in enumerate(pieces)]
-        out[temp] = chorale_stats(grids)
-    keys = list(next(iter(out.values())))
-    print(f"{'temperature':>11s} " + " ".join(f"{k:>17s}" for k in keys))
-    for temp, row in out.items():
-        print(f"{temp:11.2f} " + " ".join(f"{row[k]:17.3f}" for k in keys))
+        out[temp] = {**chorale_stats(grids, start=prompt_steps),
+                     "out_of_range_mass": out_of_range_mass(model, pieces, temp)}
+    for keys in ((*HARMONY, "out_of_range_mass"), RHYTHM):
+        heads = {**HEADS, "out_of_range_mass": "p(out)"}
+        print(f"{'T':>5s} " + "".join(f"{heads[k]:>13s}" for k in keys))
+        for temp, row in out.items():
+            print(f"{temp:5.2f} " + "".join(f"{row[k]:13.4f}" for k in keys))
+    cold, hot = out[min(out)], out[max(out)]
+    change = {k: abs(hot[k] - cold[k]) / max(abs(hot[k]), abs(cold[k]), 1e-9) for k in HEADS}
+    most = sorted(change, key=change.get, reverse=True)[:3]
+    print(f"moved most from T = {min(out)} to T = {max(out)} (relative change): "
+          + ", ".join(f"{HEADS[k]} {cold[k]:.3f} -> {hot[k]:.3f}" for k in most))
+    print(f"Why a lower temperature should leave fewer notes out of range: sampling at T draws token i with\n"
+          f"probability proportional to p_i^(1/T), so T < 1 raises each ratio p_i / p_max to a power above 1\n"
+          f"and the unlikely tokens lose the most. Out-of-range pitches are unlikely, since Bach rarely\n"
+          f"writes them: the probability the model gives them, p(out), goes from {hot['out_of_range_mass']:.4f}\n"
+          f"at T = {max(out)} to {cold['out_of_range_mass']:.4f} at T = {min(out)}.")
     return out
