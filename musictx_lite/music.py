@@ -215,9 +215,33 @@ def _normalised(audio: np.ndarray) -> np.ndarray:
     return (audio * (PEAK / np.abs(audio).max())).astype(np.float32)
 
 
+# The additive organ of ``organ``: the relative loudness of harmonics 1, 2, 3, 4, 6 and 8 of every note
+# (like an organ's 8', 4', 2 2/3', 2', 1 1/3' and 1' stops), and its envelope in seconds.
+HARMONICS = {1: 1.0, 2: 0.55, 3: 0.35, 4: 0.3, 6: 0.15, 8: 0.1}
+ATTACK, RELEASE = 0.015, 0.08
+
+
+def organ(pm, fs: int) -> np.ndarray:
+    """Mono audio of a ``pretty_midi.PrettyMIDI`` by additive synthesis, an organ-like sound without
+    FluidSynth: each note is a sum of sines at its harmonics (``HARMONICS``, those below fs / 2),
+    faded in over ``ATTACK`` and out over ``RELEASE`` after its end, so notes start and stop without
+    clicks. Loudness follows the note's velocity."""
+    audio = np.zeros(int(np.ceil((pm.get_end_time() + RELEASE) * fs)) + 1)
+    for inst in pm.instruments:
+        for note in inst.notes:
+            f0 = 440.0 * 2 ** ((note.pitch - 69) / 12)
+            length = note.end - note.start
+            t = np.arange(int((length + RELEASE) * fs)) / fs                     # (samples,)
+            env = np.minimum(np.clip(t / ATTACK, 0, 1), np.clip(1 - (t - length) / RELEASE, 0, 1))
+            wave = sum(a * np.sin(2 * np.pi * k * f0 * t) for k, a in HARMONICS.items() if k * f0 < fs / 2)
+            start = int(round(note.start * fs))
+            audio[start: start + len(t)] += note.velocity / 127 * env * wave
+    return audio
+
+
 def _render(pm, fs: int) -> tuple[np.ndarray, int, str, str]:
     """(audio, rate, synth, note): FluidSynth with pretty_midi's bundled soundfont where it works,
-    else pretty_midi's sine waves; ``note`` says in words which one played and why."""
+    else the additive ``organ``; ``note`` says in words which one played and why."""
     problem = fluidsynth_problem()
     if problem is None:
         rate = int(min(max(fs, 8000), 96000))      # FluidSynth's range of sample rates
@@ -232,12 +256,12 @@ def _render(pm, fs: int) -> tuple[np.ndarray, int, str, str]:
                 return (_normalised(audio), rate, "fluidsynth",
                         f"FluidSynth, General MIDI {instrument} ({SOUNDFONT} soundfont bundled with pretty_midi)")
             problem = "FluidSynth rendered silence"
-    return _normalised(pm.synthesize(fs=fs)), int(fs), "sine", f"sine waves: {problem} (see Setup)"
+    return _normalised(organ(pm, fs)), int(fs), "organ", f"additive organ, not FluidSynth: {problem} (see Setup)"
 
 
 def synthesize(pitches: np.ndarray, onsets: np.ndarray | None = None, fs: int = 8000,
                tempo: float = TEMPO) -> tuple[np.ndarray, int]:
-    """(audio, rate) for a grid: FluidSynth with pretty_midi's soundfont if available, else sine waves."""
+    """(audio, rate) for a grid: FluidSynth with pretty_midi's soundfont if available, else the additive organ."""
     audio, rate, _, _ = _render(grid_to_midi(pitches, onsets, tempo), fs)
     return audio, rate
 
@@ -246,7 +270,7 @@ class Clip:
     """What :func:`play` returns: a player, a MIDI download link and a note saying what played.
 
     Attributes: ``audio`` (mono float32 samples, peak ``PEAK``), ``rate`` (samples per second),
-    ``synth`` (``"fluidsynth"`` or ``"sine"``), ``note`` (that, in words), ``midi_bytes`` (a MIDI
+    ``synth`` (``"fluidsynth"`` or ``"organ"``), ``note`` (that, in words), ``midi_bytes`` (a MIDI
     file of exactly what plays), ``name`` (its download file name), ``pitches`` (the grid played)
     and ``data`` (the WAV file's bytes, as in ``IPython.display.Audio``).
     """
@@ -297,7 +321,7 @@ def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float =
 
     Shows as an audio player, a link that downloads the MIDI of exactly what plays (as ``name``) and
     a line saying which synthesiser played: FluidSynth with a General MIDI organ if pyfluidsynth and
-    the FluidSynth library are installed, else sine waves. Clips are short, mono and at a low sample
+    the FluidSynth library are installed, else an organ-like additive synthesis (``organ``). Clips are short, mono and at a low sample
     rate so that book pages stay small.
     """
     steps = int(seconds * tempo / 60 * STEPS_PER_QUARTER)

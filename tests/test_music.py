@@ -76,7 +76,7 @@ def fluidsynth_importable() -> bool:
 
 
 def high_band_share(audio, rate, hz=2000):
-    """Share of spectral magnitude above ``hz``: sines at chorale pitches have none, an organ plenty."""
+    """Share of spectral magnitude above ``hz``: sines at chorale pitches have none, an organ some."""
     spec = np.abs(np.fft.rfft(audio))
     return spec[np.fft.rfftfreq(len(audio), 1 / rate) > hz].sum() / spec.sum()
 
@@ -123,8 +123,8 @@ def test_play_shows_a_player_a_midi_link_of_what_plays_and_the_synth(chorales, t
         assert clip.synth == "fluidsynth"
         assert clip.note == "FluidSynth, General MIDI church organ (TimGM6mb soundfont bundled with pretty_midi)"
     else:
-        assert clip.synth == "sine"
-        assert clip.note.startswith("sine waves: ") and "see Setup" in clip.note
+        assert clip.synth == "organ"
+        assert clip.note.startswith("additive organ, not FluidSynth: ") and "see Setup" in clip.note
     assert f"Sound: {html.escape(clip.note)}" in page
     bundle = clip._repr_mimebundle_()
     assert bundle["text/html"] == page and clip.note in bundle["text/plain"] and clip.note in repr(clip)
@@ -140,32 +140,61 @@ def test_midi_download_name(chorales, name, file):
     assert music.play(chorales.train[0].pitches, seconds=2).name == "musictx.mid"
 
 
-def test_sine_fallback_when_fluidsynth_cannot_be_imported(chorales, monkeypatch):
+def test_organ_fallback_when_fluidsynth_cannot_be_imported(chorales, monkeypatch):
     import pretty_midi  # noqa: F401  (imported before the block, as in a notebook that already played)
 
     p = chorales.train[0].pitches
     monkeypatch.setitem(sys.modules, "fluidsynth", None)           # import fluidsynth -> ModuleNotFoundError
     assert music.fluidsynth_problem() == "FluidSynth is not installed"
     clip = music.play(p, seconds=5)
-    assert clip.synth == "sine" and clip.rate == 8000
-    assert clip.note == "sine waves: FluidSynth is not installed (see Setup)"
-    assert "Sound: sine waves: FluidSynth is not installed (see Setup)" in clip._repr_html_()
-    sine = music.grid_to_midi(p[: len(clip.pitches)]).synthesize(fs=8000)
-    np.testing.assert_allclose(clip.audio, sine * music.PEAK / np.abs(sine).max(), atol=1e-6)
-    assert high_band_share(clip.audio, clip.rate) < 0.03            # sines: only clicks above 2 kHz
+    assert clip.synth == "organ" and clip.rate == 8000
+    assert clip.note == "additive organ, not FluidSynth: FluidSynth is not installed (see Setup)"
+    assert f"Sound: {html.escape(clip.note)}" in clip._repr_html_()
+    organ = music.organ(music.grid_to_midi(p[: len(clip.pitches)]), 8000)
+    np.testing.assert_allclose(clip.audio, organ * music.PEAK / np.abs(organ).max(), atol=1e-6)
+    assert high_band_share(clip.audio, clip.rate) > 0.05            # harmonics, where sines have ~0.01
 
     def no_library():
         raise ImportError("Couldn't find the FluidSynth library.")  # pyfluidsynth without libfluidsynth
 
     monkeypatch.setattr(music, "_quiet_import_fluidsynth", no_library)
     clip = music.play(p, seconds=2)
-    assert clip.synth == "sine" and "FluidSynth library (libfluidsynth) is not" in clip.note
+    assert clip.synth == "organ" and "FluidSynth library (libfluidsynth) is not" in clip.note
+
+
+def test_the_additive_organ_has_its_harmonics_and_no_clicks():
+    import pretty_midi
+
+    pm = pretty_midi.PrettyMIDI()
+    inst = pretty_midi.Instrument(0)
+    inst.notes.append(pretty_midi.Note(velocity=127, pitch=57, start=0.5, end=1.5))   # A3, 220 Hz, one second
+    pm.instruments.append(inst)
+    fs = 16000
+    audio = music.organ(pm, fs)
+    assert len(audio) >= int((1.5 + music.RELEASE) * fs)
+    assert np.abs(audio[: int(0.5 * fs)]).max() == 0                         # silence before the note
+    end = audio[int((1.5 + music.RELEASE) * fs) - 2:]                        # the end of its release
+    assert end.size and np.abs(end).max() < 0.01 * np.abs(audio).max()
+    # the attack: the envelope grows from 0 over ATTACK seconds, no jump at the onset
+    onset = int(0.5 * fs)
+    assert np.abs(audio[onset: onset + 8]).max() < 0.1 * np.abs(audio).max()
+    # the spectrum of the sustained part: peaks at k * 220 Hz with the HARMONICS' amplitudes
+    sustain = audio[int(0.6 * fs): int(1.4 * fs)]
+    spec = np.abs(np.fft.rfft(sustain)) / len(sustain) * 2
+    freqs = np.fft.rfftfreq(len(sustain), 1 / fs)
+    for k, a in music.HARMONICS.items():
+        assert spec[np.argmin(np.abs(freqs - 220 * k))] == pytest.approx(a, rel=0.02), k
+    assert spec[np.argmin(np.abs(freqs - 220 * 5))] < 0.01                   # no 5th harmonic
+    # harmonics at or above fs / 2 are left out: no aliasing
+    assert np.isfinite(music.organ(pm, 1000)).all()
+    low = np.abs(np.fft.rfft(music.organ(pm, 1000)[600:1300]))
+    assert low[np.argmin(np.abs(np.fft.rfftfreq(700, 1 / 1000) - 440))] > 0   # 2nd harmonic (440 < 500) kept
 
 
 @pytest.mark.parametrize("render, reason", [("raise", "FluidSynth failed (RuntimeError: no soundfont)"),
                                             ("zeros", "FluidSynth rendered silence"),
                                             ("nan", "FluidSynth rendered silence")])
-def test_sine_fallback_when_fluidsynth_fails(chorales, monkeypatch, render, reason):
+def test_organ_fallback_when_fluidsynth_fails(chorales, monkeypatch, render, reason):
     import pretty_midi
 
     def fake(self, fs=None, **kw):
@@ -176,7 +205,7 @@ def test_sine_fallback_when_fluidsynth_fails(chorales, monkeypatch, render, reas
     monkeypatch.setattr(music, "fluidsynth_problem", lambda: None)
     monkeypatch.setattr(pretty_midi.PrettyMIDI, "fluidsynth", fake)
     clip = music.play(chorales.train[0].pitches, seconds=2)
-    assert clip.synth == "sine" and clip.note == f"sine waves: {reason} (see Setup)"
+    assert clip.synth == "organ" and clip.note == f"additive organ, not FluidSynth: {reason} (see Setup)"
     assert np.isfinite(clip.audio).all() and np.abs(clip.audio).max() > 0
 
 
@@ -200,8 +229,8 @@ def test_pyfluidsynth_prints_nothing_into_pages():
     env = {**os.environ, "CI": "true"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() in ("fluidsynth", "sine")
-    assert out.stdout.strip() == ("fluidsynth" if fluidsynth_importable() else "sine")
+    assert out.stdout.strip() in ("fluidsynth", "organ")
+    assert out.stdout.strip() == ("fluidsynth" if fluidsynth_importable() else "organ")
 
 
 def test_piano_roll_draws_every_note(chorales):
