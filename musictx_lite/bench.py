@@ -156,23 +156,28 @@ def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_he
 
 
 def format_table(rows: list[dict]) -> str:
-    """One block per length: milliseconds, MiB and the time relative to ``SDPA`` of each implementation."""
+    """One block per length: the time in milliseconds, that time relative to ``SDPA``'s at the same
+    length, then the peak memory in MiB; each ratio sits next to the quantity it divides."""
     names = list(dict.fromkeys(r["impl"] for r in rows))
     by = {(r["impl"], r["L"]): r for r in rows}
     ref = "SDPA" if "SDPA" in names else names[0]
-    lines = [f"{'L':>6s} {'implementation':>24s} {'ms':>10s} {'MiB':>9s} {'x ' + ref:>8s}"]
+    ratio = f"time / {ref}"
+    w, wn = max(11, len(ratio)), max(len("implementation"), *map(len, names))
+    lines = [f"{'L':>6s} {'implementation':>{wn}s}  {'time (ms)':>10s}  {ratio:>{w}s}  {'peak (MiB)':>10s}"]
     for L in sorted({r["L"] for r in rows}):
         for n in names:
             r = by.get((n, L))
             if r is None:
                 continue
             if not r.get("fits", True):
-                lines.append(f"{L:6d} {n:>24s} {'-':>10s} {r['MiB']:9.0f}  does not fit (MiB estimated)")
+                lines.append(f"{L:6d} {n:>{wn}s}  {'-':>10s}  {'-':>{w}s}  {r['MiB']:10.0f}"
+                             "  does not fit (MiB estimated)")
                 continue
             fits = (ref, L) in by and by[(ref, L)].get("fits", True)       # no ratio to a reference that does not fit
-            x = f"{r['ms'] / by[(ref, L)]['ms']:8.2f}" if fits else f"{'-':>8s}"
-            lines.append(f"{L:6d} {n:>24s} {r['ms']:10.2f} {r['MiB']:9.1f} {x}")
-    lines.append(f"(forward + backward, batch of {rows[0].get('batch', 1)})")
+            x = f"{r['ms'] / by[(ref, L)]['ms']:{w}.2f}" if fits else f"{'-':>{w}s}"
+            lines.append(f"{L:6d} {n:>{wn}s}  {r['ms']:10.2f}  {x}  {r['MiB']:10.1f}")
+    lines.append(f"(forward + backward, batch of {rows[0].get('batch', 1)}; "
+                 f"time / {ref}: over {ref}'s time at the same L)")
     return "\n".join(lines)
 
 

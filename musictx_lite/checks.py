@@ -4,10 +4,10 @@ Notebook: notebooks/03_masking.ipynb
 
 Two ways to ask. The perturbation probe changes every token after t and
 checks that the outputs up to t do not move. The gradient probe measures
-|d out_i / d x_j| for every pair: a causal layer has exact zeros above the
-diagonal. tests/test_checks.py runs both over every next-token model in
-``models.MODELS``, so a model that a later chapter adds is checked without
-anyone remembering to.
+|d out_i / d x_j|, the norm of a (C', C) Jacobian block, for every pair: a
+causal layer has exact zeros above the diagonal. tests/test_checks.py runs
+both over every next-token model in ``models.MODELS``, so a model that a
+later chapter adds is checked without anyone remembering to.
 """
 from __future__ import annotations
 
@@ -43,9 +43,11 @@ def is_causal(model: nn.Module, T: int = 24, t: int = 10, atol: float = 1e-5) ->
 
 
 def gradient_dependency(layer: nn.Module, T: int = 12, n_embd: int | None = None, seed: int = 0) -> torch.Tensor:
-    """(T, T) matrix G with G[i, j] = |d out_i / d x_j| for a layer mapping (1, T, C) to (1, T, C).
+    """(T, T) matrix G with G[i, j] = |d out_i / d x_j| for a layer mapping (1, T, C) to (1, T, C').
 
-    Computed on the layer's device, returned on the CPU.
+    d out_i / d x_j is a (C', C) block of the Jacobian, and G[i, j] is its Frobenius norm: one
+    backward pass per output entry out[i, c], so G[i, j] = 0 exactly when no entry of out_i
+    depends on x_j. Computed on the layer's device, returned on the CPU.
     """
     C = n_embd or next(p for p in layer.parameters() if p.dim() == 2).shape[1]
     g = torch.Generator().manual_seed(seed)
@@ -54,6 +56,8 @@ def gradient_dependency(layer: nn.Module, T: int = 12, n_embd: int | None = None
     with evaluating(layer):
         out = layer(x)                                                        # (1, T, C')
         for i in range(T):
-            (grad,) = torch.autograd.grad(out[0, i].sum(), x, retain_graph=True)
-            G[i] = grad[0].norm(dim=-1).cpu()                                 # |d out_i / d x_j| for every j
+            rows = [torch.autograd.grad(out[0, i, c], x, retain_graph=True)[0][0]
+                    for c in range(out.shape[-1])]                            # C' x (T, C)
+            J = torch.stack(rows)                                             # (C', T, C): d out_ic / d x_jk
+            G[i] = torch.linalg.vector_norm(J, dim=(0, 2)).cpu()              # |d out_i / d x_j| for every j
     return G

@@ -19,6 +19,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 INIT = ROOT / "musictx_lite" / "__init__.py"
 PIN = re.compile(r'("musictx-lite @ git\+\S+?@)v[^"]+(")')
+PINS = re.compile(r'(pins = "https://raw\.githubusercontent\.com/\S+?/)v[^"/]+(")')   # colab-constraints.txt
 VERSION = re.compile(r'__version__ = "[^"]+"')
 
 
@@ -32,6 +33,7 @@ def main(argv: list[str]) -> int:
         nb = nbformat.read(path, as_version=4)
         cell = next(c for c in nb.cells if c.cell_type == "code")
         cell.source = PIN.sub(rf"\g<1>v{version}\g<2>", cell.source)
+        cell.source = PINS.sub(rf"\g<1>v{version}\g<2>", cell.source)
         cell.source = re.sub(r"install musictx_lite \S+, the release", f"install musictx_lite {version}, the release",
                              cell.source)
         nbformat.write(nb, path)

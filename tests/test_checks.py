@@ -75,6 +75,16 @@ def test_gradient_probe_on_layers(layer):
     assert (G_full > 0).all()
 
 
+def test_gradient_probe_is_the_norm_of_each_jacobian_block():
+    """G[i, j] is the Frobenius norm of the whole (C', C) block d out_i / d x_j, not of a projection."""
+    torch.manual_seed(0)
+    layer, T = MultiHeadAttention(CFG).eval(), 7
+    G = checks.gradient_dependency(layer, T=T, seed=3)
+    x = torch.randn(1, T, CFG.n_embd, generator=torch.Generator().manual_seed(3))  # the probe's input
+    J = torch.autograd.functional.jacobian(lambda v: layer(v)[0], x)[:, :, 0]    # (T, C', T, C)
+    torch.testing.assert_close(G, J.pow(2).sum((1, 3)).sqrt(), rtol=1e-4, atol=1e-6)
+
+
 def test_profiles_know_every_model_and_nothing_else():
     for p in PROFILES.values():
         assert set(p.overrides) == set(MODELS), p.name

@@ -56,6 +56,17 @@ def test_the_fourier_mixer_leaks_and_depends_on_the_length():
     assert not torch.allclose(FourierMixer(CFG)(x[:, :6])[:, :6], FourierMixer(CFG)(x)[:, :6])
 
 
+def test_the_gradient_probe_sees_every_feature_of_the_fourier_mix():
+    """|d y_i / d x_j|^2 = sum_{c,k} cos^2(2 pi (ij/T + ck/C)) = C^2 / 2 + C cos(4 pi ij / T), C even:
+    never zero. (Differentiating the sum of y_i over its features would keep feature k = 0 only,
+    C |cos(2 pi ij / T)|, zero wherever 4 ij / T is odd.)"""
+    T, C = 8, 16
+    G = gradient_dependency(FourierMixer(CFG), T=T, n_embd=C).double()
+    ij = torch.outer(torch.arange(T), torch.arange(T)).double()
+    torch.testing.assert_close(G, (C ** 2 / 2 + C * torch.cos(4 * math.pi * ij / T)).sqrt(),
+                               rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("B,T,C,K", [(1, 1, 1, 1), (2, 5, 3, 5), (3, 16, 8, 16), (1, 33, 4, 16),
                                      (2, 7, 5, 40), (1, 64, 2, 64)])
 def test_fft_conv_equals_direct_conv(B, T, C, K):
