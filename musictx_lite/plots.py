@@ -108,7 +108,7 @@ def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = 
 
     ``unit`` labels the y axes: nats per token for next-token models, nats per note for chapter 2's fill-in.
     """
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.6))
     for name, h in runs.items():
         k = max(1, min(smooth, len(h.train_loss) // 5))
         loss = np.convolve(h.train_loss, np.ones(k) / k, mode="valid")
@@ -120,7 +120,9 @@ def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = 
     b.set(xlabel="step", ylabel=f"valid NLL ({unit})", title="validation NLL, whole pieces")
     for ax in (a, b):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    a.legend(fontsize=8)                   # runs only
+    # outside the axes, right of the NLL panel: it can never cover a baseline line
+    b.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 

@@ -5,6 +5,7 @@ def test_exercise_7_1_counts():
     out = exercise_7_1(L=2048, k=16, d_model=512, heads=8)
     assert out["shaw"] == (2 * 33 * 64, 2 * 2048 * 2048 * 64 * 4)
     assert out["music transformer"] == (8 * 2048 * 64, 8 * 2048 * 64 * 4)
+    assert out["relative logits"] == 8 * 2048 * 2048 * 4             # 128 MiB: (nh, L, L)
 
 
 def test_exercise_7_2_rope_is_shift_invariant():

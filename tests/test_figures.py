@@ -80,3 +80,18 @@ def test_style_sets_the_resolution():
     with matplotlib.rc_context():
         plots.style()
         assert matplotlib.rcParams["figure.dpi"] == plots.DPI >= 150
+
+
+def test_history_legend_does_not_cover_the_baselines():
+    """plot_history: the NLL panel's legend sits outside its axes, so no baseline line is hidden."""
+    from musictx_lite.training import History
+    h = History(step=list(range(1, 101)), train_loss=list(np.linspace(3.5, 0.6, 100)),
+                eval_step=[25, 50, 75, 100], valid_nll=[3.2, 1.5, 0.9, 0.7])
+    fig = plots.plot_history({"a": h, "b": h}, {"unigram": 3.41, "7-gram": 1.02})
+    fig.canvas.draw()
+    nll = fig.axes[1]
+    legend = nll.get_legend().get_window_extent()
+    assert legend.x0 >= nll.get_window_extent().x1                        # right of the panel
+    assert legend.x1 <= fig.bbox.x1 + 1                                   # and inside the figure
+    assert {t.get_text() for t in nll.get_legend().get_texts()} >= {"unigram (3.410)", "7-gram (1.020)"}
+    plt.close(fig)

@@ -13,20 +13,29 @@ __all__ = ["exercise_7_1", "exercise_7_2", "exercise_7_3"]
 
 
 def exercise_7_1(L: int = 2048, k: int = 16, d_model: int = 512,
-                 heads: int = 8) -> dict[str, tuple[int, int]]:
-    """Per layer: parameters and float32 bytes of the gathered tensors, Shaw vs Music Transformer."""
+                 heads: int = 8) -> dict[str, tuple[int, int] | int]:
+    """Per layer: parameters and float32 bytes of the gathered tensors, Shaw vs Music Transformer.
+
+    For the Music Transformer also the bytes of its relative logits, one (L, L) matrix per head.
+    """
     hs = d_model // heads
     shaw = (2 * (2 * k + 1) * hs, 2 * L * L * hs * 4)      # a^K, a^V tables; (L, L, hs) x 2
     mt = (heads * L * hs, heads * L * hs * 4)               # E^r per head; no (L, L, hs) tensor
+    logits = heads * L * L * 4                              # S^rel: (nh, L, L), the skew's
     print(f"L = {L}, k = {k}, D = {d_model}, {heads} heads (head size d = {hs}), one layer:")
-    print(f"  Shaw:  {shaw[0]:>9,d} parameters, {shaw[1] / 2**20:>9,.1f} MiB gathered")
-    print(f"  Music Transformer (skew): {mt[0]:>9,d} parameters, "
-          f"{mt[1] / 2**20:>6,.1f} MiB")
+    mib = 2**20
+    print(f"  {'Shaw:':<26s}{shaw[0]:>10,d} parameters, {shaw[1] / mib:>9,.1f} MiB gathered, "
+          "2 x (L, L, d)")
+    print(f"  {'Music Transformer (skew):':<26s}{mt[0]:>10,d} parameters, {mt[1] / mib:>9,.1f} MiB "
+          f"for E^r, {heads} x (L, d)")
+    print(f"  {'':<26s}{'':>10s}{'':13s}{logits / mib:>9,.1f} MiB of relative logits, "
+          f"{heads} x (L, L)")
     assert shaw[0] == 2 * (2 * k + 1) * hs and mt[0] == heads * L * hs
-    assert shaw[1] == 2 * L * L * hs * 4
-    print("Shaw's parameters grow with k, its memory with L^2;"
-          " the Music Transformer's both with L")
-    return {"shaw": shaw, "music transformer": mt}
+    assert shaw[1] == 2 * L * L * hs * 4 and logits == heads * L * L * 4
+    print("Shaw: parameters grow with k, memory with L^2 d.")
+    print("Music Transformer: parameters and E^r grow with L d, relative logits with L^2")
+    print("  (one (L, L) matrix per head, the size of the attention scores).")
+    return {"shaw": shaw, "music transformer": mt, "relative logits": logits}
 
 
 def exercise_7_2(T: int = 12, shift: int = 5, seed: int = 0) -> tuple[float, float]:

@@ -66,6 +66,12 @@ def exercise_8_3(model: nn.Module, data: Splits) -> tuple[float, float]:
     inside, past = c[4:L].mean().item(), c[L:].mean().item()
     print(f"relative decoder, windows of {2 * L}: positions 4..{L - 1}: {inside:.3f}, "
           f"{L}..{2 * L - 1}: {past:.3f} nats/token")
-    print("it only sees distances: past L the farthest ones share one vector, and the near ones,")
-    print("which matter most, are the same as in training")
+    print(f"past L the NLL {'rises' if past > inside else 'does not rise'}: "
+          f"{past - inside:+.3f} nats/token")
+    print(f"what differs past L: a query sees more than the {L} keys of any training crop, and")
+    print(f"every key beyond distance -{L - 1} gets the same vector, E^r's farthest; the near")
+    print("distances keep the vectors they were trained with")
+    if past > inside:
+        print("so the likely cause of the rise is the extra keys: distances never seen in training,")
+        print("which the model cannot tell apart by distance, taking softmax weight from the near ones")
     return inside, past
