@@ -296,11 +296,12 @@ def bootstrap_interval(grids, stat, n: int = 1000, level: float = 0.95, seed: in
 
 
 def format_table(rows: dict[str, dict], keys=STATS, intervals: dict[str, dict] | None = None) -> str:
-    """A table of ``chorale_stats`` rows (name -> row) for the statistics ``keys``: rates in percent,
+    """A table of ``chorale_stats`` rows (name -> row) for the statistics ``keys``: rates in percent (two
+    decimals: Bach's rare events are a few hundredths of a percent),
     the distance to three decimals, lengths in 16ths. ``intervals`` (name -> ``stats_intervals``) adds a
     line under a row with its 95% interval."""
     def cell(k, v):
-        return f"{v:.3f}" if k == "above_bass_distance" else f"{v:.2f}" if k == "mean_length" else f"{v:.1%}"
+        return f"{v:.3f}" if k == "above_bass_distance" else f"{v:.2f}" if k == "mean_length" else f"{v:.2%}"
 
     lines = [f"{'':24s}" + "".join(f"{HEADS[k]:>13s}" for k in keys)]
     for name, row in rows.items():

@@ -193,6 +193,6 @@ def test_format_table_prints_rates_in_percent_and_intervals_under_their_row():
     text = format_table({"one": row}, HARMONY, {"one": ci}).splitlines()
     assert len(text) == 3 and text[0].split() == ["crossed", "par.", "5ths", "par.", "8ves", "out", "of",
                                                   "range", "above", "bass"]
-    assert text[1].split()[1:3] == ["0.0%", "50.0%"] and text[2].split()[-1] == "0.250-0.750"
-    assert text[2].split()[2] == "25.0-75.0%"
+    assert text[1].split()[1:3] == ["0.00%", "50.00%"] and text[2].split()[-1] == "0.250-0.750"
+    assert text[2].split()[2] == "25.00-75.00%"
     assert format_table({"one": row}, RHYTHM).splitlines()[1].split()[-1] == f"{row['mean_length']:.2f}"

@@ -130,10 +130,12 @@ def exercise_11_3(model: nn.Module, pieces: list[Piece], temperatures=(0.5, 1.0,
         for temp, row in out.items():
             print(f"{temp:5.2f} " + "".join(f"{row[k]:13.4f}" for k in keys))
     cold, hot = out[min(out)], out[max(out)]
-    change = {k: abs(hot[k] - cold[k]) / max(abs(hot[k]), abs(cold[k]), 1e-9) for k in HEADS}
-    most = sorted(change, key=change.get, reverse=True)[:3]
-    print(f"moved most from T = {min(out)} to T = {max(out)} (relative change): "
-          + ", ".join(f"{HEADS[k]} {cold[k]:.3f} -> {hot[k]:.3f}" for k in most))
+    rates = [k for k in HEADS if k != "mean_length"]        # shares, comparable with each other
+    most = sorted(rates, key=lambda k: abs(hot[k] - cold[k]), reverse=True)[:4]
+    print(f"moved most from T = {min(out)} to T = {max(out)}: "
+          + ", ".join(f"{HEADS[k]} {'up' if hot[k] > cold[k] else 'down'} {cold[k]:.3f} -> {hot[k]:.3f}"
+                      for k in most)
+          + f"; mean note length {cold['mean_length']:.2f} -> {hot['mean_length']:.2f} sixteenths")
     print(f"Why a lower temperature should leave fewer notes out of range: sampling at T draws token i with\n"
           f"probability proportional to p_i^(1/T), so T < 1 raises each ratio p_i / p_max to a power above 1\n"
           f"and the unlikely tokens lose the most. Out-of-range pitches are unlikely, since Bach rarely\n"
