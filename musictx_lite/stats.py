@@ -173,15 +173,21 @@ _COUNTS = ("fifths", "octaves", "motions", "crossed", "pairs", "outside", "notes
            "at_0", "at_1", "at_2", "at_3", "sixteenths", "steps") + tuple(f"above_bass_{i}" for i in range(12))
 
 
+def _onset_counts(grid: np.ndarray, start: int) -> np.ndarray:
+    """(4,) note onsets of a grid by position in the beat, (start + t) mod 4 (``music.notes_of``)."""
+    counts = np.zeros(4)
+    for voice in notes_of(grid):
+        for t0, _, _ in voice:
+            counts[(start + t0) % 4] += 1
+    return counts
+
+
 def _piece_counts(grid: np.ndarray, start: int) -> np.ndarray:
     """(len(_COUNTS),) the counts of one grid whose first step is step ``start`` of its piece."""
     par = parallels(grid)
     crossed, pairs = crossings(grid)
     outside, notes = out_of_range(grid)
-    onsets = np.zeros(4)
-    for voice in notes_of(grid):
-        for t0, _, _ in voice:
-            onsets[(start + t0) % 4] += 1
+    onsets = _onset_counts(grid, start)
     lengths = note_lengths(grid)
     upper, bass = grid[:, :3], grid[:, 3:]
     above = np.bincount(((upper - bass) % 12)[(upper >= 0) & (bass >= 0)], minlength=12)
@@ -269,11 +275,7 @@ def onset_positions(grids, start: int = 0) -> dict[str, float]:
     on the ``half_beat`` at 2, and on an ``odd_16th`` at 1 or 3; ``off_beat`` is
     half beats and odd 16ths together. Also ``onsets``, their number.
     """
-    counts = np.zeros(4)
-    for g in _grids(grids):
-        for notes in notes_of(g):
-            for t0, _, _ in notes:
-                counts[(start + t0) % 4] += 1
+    counts = sum((_onset_counts(g, start) for g in _grids(grids)), np.zeros(4))
     n = counts.sum()
     if n == 0:
         raise ValueError("no notes to measure")
