@@ -39,9 +39,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     attend to key j; ``causal=True`` adds the causal mask. ``bias`` is added to
     the scores before masking, so a masked key stays at weight 0 whatever the
     bias says (relative positions, chapters 7-9, live there). Without
-    ``need_weights`` the fused ``F.scaled_dot_product_attention`` computes the
-    same output and the weights come back as None. With fewer queries than keys
-    (a key/value cache, chapter 11), the queries are the last positions.
+    ``need_weights`` the weights come back as None, and the fused
+    ``F.scaled_dot_product_attention`` computes the same output (on a CPU, only
+    without a bias). With fewer queries than keys (a key/value cache, chapter 11),
+    the queries are the last positions.
     """
     Tq, Tk = q.shape[-2], k.shape[-2]
     causal = causal and Tq > 1                                       # one new query may see every key
@@ -49,7 +50,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal), None   # fused kernels
     if causal:
         mask = causal_mask(Tq, q.device, Tk) if mask is None else mask & causal_mask(Tq, q.device, Tk)
-    if not need_weights:                                             # SDPA takes a boolean or an additive mask
+    # SDPA takes a boolean or an additive mask. On a CPU, a bias that needs gradients (relative
+    # positions) sends SDPA to its unfused fallback, slower to train than the explicit lines below.
+    if not need_weights and (bias is None or q.is_cuda):
         if bias is not None and mask is not None:
             bias = bias.masked_fill(~mask, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask if bias is None else bias), None
@@ -59,7 +62,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)                              # (..., Tq, Tk), rows sum to 1
-    return weights @ v, weights                                      # (..., Tq, d_v)
+    return weights @ v, (weights if need_weights else None)          # (..., Tq, d_v)
 
 
 def remember(cache: dict | None, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
