@@ -16,6 +16,7 @@ from .training import History, TrainConfig, train
 from .models import MODELS, build_model, load_checkpoint, n_params
 from .profiles import Profile, get_profile, setup
 from .sample import generate, prompt_from
+from .hub import pretrained
 
 __all__ = [
     "__version__", "Piece", "Splits", "load_chorales", "load_data", "load_jsb",
@@ -24,5 +25,5 @@ __all__ = [
     "model_device", "pick_device", "to_model", "ModelConfig", "evaluate_nll", "evaluate_prefix_nll",
     "History", "TrainConfig", "train", "MODELS", "build_model", "load_checkpoint", "n_params",
     "Profile", "get_profile", "setup",
-    "generate", "prompt_from",
+    "generate", "prompt_from", "pretrained",
 ]

@@ -163,7 +163,7 @@ def cmd_generate(a: argparse.Namespace) -> None:
     if a.prompt_midi is not None:                      # read it first: a bad file fails before the model loads
         prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
     if a.pretrained is not None:
-        from .pretrained import pretrained, record
+        from .hub import pretrained, record
 
         model = pretrained(a.pretrained, device=a.device or "cpu")
         ck = {"model_name": f"pretrained {a.pretrained}", "step": record(a.pretrained)["best_step"]}
@@ -261,7 +261,7 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
     rows = reproduce_jsb(p, a.out, data, device, progress=not a.quiet, names=names)
     print(format_table(rows))
     if a.export is not None:
-        from .pretrained import export
+        from .hub import export
 
         for r in rows:
             rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device,
@@ -280,7 +280,7 @@ def _write_results(path: str, content: dict, device) -> None:
     import json
 
     from .data import atomic_write
-    from .pretrained import provenance
+    from .hub import provenance
 
     out = {**provenance(device), **content}
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
@@ -328,7 +328,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     from .bench import ATTENTION
     from .compare import COMPARED
     from .models import MODELS
-    from .pretrained import NAMES as PRETRAINED
+    from .hub import NAMES as PRETRAINED
     from .profiles import PROFILES
 
     ap = argparse.ArgumentParser(prog="python -m musictx_lite", description=__doc__,

@@ -25,7 +25,7 @@ import torch
 from .compare import budget, train_compared
 from .data import Splits, load_jsb
 from .models import n_params
-from .profiles import Profile, get_profile
+from .profiles import MODEL_KEYS, Profile, get_profile
 from .tasks import evaluate_nll
 
 WIDTH = 88                      # the book's column
@@ -134,7 +134,8 @@ def format_paper_table(shipped: list[dict], live: list[dict] = (), recomputed: b
 # then with one ingredient taken out (``reproduce ablation``; chapter 11 shows the committed results).
 ABLATION_BUDGET = dict(max_steps=1500, warmup_steps=100, eval_every=250, ckpt_every=250, patience=None)
 ABLATION = {"recipe": {},
-            "no transposition": dict(transpose=False)}
+            "no transposition": dict(transpose=False),
+            "context 256": dict(block_size=256, batch_size=16)}    # half the context, the same tokens per step
 # another ingredient is one line more, e.g. "no dropout, no weight decay": dict(dropout=0.0, weight_decay=0.0)
 
 
@@ -154,9 +155,9 @@ def ablation(data: Splits, out_dir: str | os.PathLike | None = None, seeds=(0,),
     rows = []
     for variant, change in ABLATION.items():
         for seed in seeds:
-            mcfg = p.model_config(name, **{k: v for k, v in change.items() if k == "dropout"})
+            mcfg = p.model_config(name, **{k: v for k, v in change.items() if k in MODEL_KEYS})
             tcfg = p.train_config(name, seed=seed, **steps_budget,
-                                  **{k: v for k, v in change.items() if k != "dropout"})
+                                  **{k: v for k, v in change.items() if k not in MODEL_KEYS})
             torch.manual_seed(seed)
             model = build_model(name, mcfg)
             run = None if out_dir is None else Path(out_dir) / f"{variant.replace(' ', '-').replace(',', '')}-{seed}"

@@ -16,6 +16,9 @@ chorales), each computed by one small function here:
   start (on the beat, on the half beat, on an odd 16th: ``onset_positions``),
   and how long they last (``note_lengths``).
 
+``repeat_lags`` measures how far back a chorale repeats itself (what a context
+must hold to copy it, chapter 11's recipe).
+
 ``stats_intervals`` gives each statistic a bootstrap interval over pieces, so
 that Bach's reference row (his whole validation set) comes with its spread.
 """
@@ -282,6 +285,35 @@ def onset_positions(grids, start: int = 0) -> dict[str, float]:
     return {"on_beat": float(counts[0] / n), "half_beat": float(counts[2] / n),
             "odd_16th": float((counts[1] + counts[3]) / n), "off_beat": float((counts[1] + counts[2] + counts[3]) / n),
             "onsets": int(n)}
+
+
+def repeat_lags(grids, bar: int = 16, edges=(32, 64, 128)) -> dict[str, float]:
+    """How far back a chorale repeats itself: what a model's context must hold to copy it.
+
+    Step ``t`` *continues a repeat at lag L* when the bar before it and the step itself,
+    steps t - bar .. t in all four voices, are the same as steps t - L - bar .. t - L.
+    Each step counts once, at its nearest such L. The result is the share of all steps
+    (pooled over ``grids``) whose nearest L falls in each bin of ``edges`` (in 16ths:
+    ``"1-32"``, ``"33-64"``, ...), and ``"none"`` for steps that continue no repeat. A
+    token model sees 4 tokens per step, so a context of C tokens looks C / 4 steps back.
+    """
+    bins = [f"{lo + 1}-{hi}" for lo, hi in zip((0, *edges), edges)] + [f">{edges[-1]}"]
+    counts, total = np.zeros(len(bins)), 0
+    for g in _grids(grids):
+        n = len(g)
+        total += n
+        nearest = np.zeros(n, dtype=int)                        # 0: no repeat found yet
+        for L in range(1, n - bar):
+            same = np.concatenate([np.zeros(L, bool), (g[L:] == g[:-L]).all(1)])   # step t equals step t - L
+            run = np.concatenate([[0], np.cumsum(same)])
+            t = np.arange(L + bar, n)                           # steps with a whole bar before t - L
+            hit = run[t + 1] - run[t - bar] == bar + 1           # steps t - bar .. t all equal
+            nearest[t[hit & (nearest[t] == 0)]] = L
+        found = nearest[nearest > 0]
+        counts += np.bincount(np.searchsorted(edges, found), minlength=len(bins))
+    if total == 0:
+        raise ValueError("no steps to measure")
+    return {**{b: float(c / total) for b, c in zip(bins, counts)}, "none": float(1 - counts.sum() / total)}
 
 
 def bootstrap_interval(grids, stat, n: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:

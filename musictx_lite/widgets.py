@@ -416,7 +416,7 @@ def explore_sampler(model: nn.Module | None = None, pieces=None, prompt_steps: i
     By default it samples the shipped relative-attention model (``pretrained("relative")``, chapter 11),
     continuing the validation chorales of the official JSB split where it can be loaded, else the embedded ones."""
     if model is None:
-        from .pretrained import pretrained
+        from .hub import pretrained
 
         model = pretrained("relative")
     if pieces is None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from musictx_lite import generate, load_jsb
-from musictx_lite.pretrained import HERE, NAMES, available, pretrained, record
+from musictx_lite.hub import HERE, NAMES, available, pretrained, record
 from musictx_lite.tasks import evaluate_nll
 from musictx_lite.tokens import VOCAB_SIZE
 
@@ -80,6 +80,15 @@ def test_pretrained_samples_music():
     tokens = generate(model, None, n_steps=8, seed=0)
     assert tokens.shape == (1 + 32,) and ((tokens[1:] >= 2) & (tokens[1:] < VOCAB_SIZE)).all()
     assert np.array_equal(tokens, generate(model, None, n_steps=8, seed=0))
+
+
+def test_the_package_gives_pretrained_models_at_its_top_level():
+    import musictx_lite
+    import musictx_lite.hub as hub
+
+    a, b = musictx_lite.pretrained("relative", device="cpu"), hub.pretrained("relative", device="cpu")
+    assert musictx_lite.pretrained is hub.pretrained and not a.training
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
 def test_unknown_name_is_a_clear_error():

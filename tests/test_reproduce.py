@@ -103,7 +103,7 @@ def test_export_writes_float16_checkpoints_with_their_records(first_run, tmp_pat
     import torch
 
     from musictx_lite.models import load_checkpoint
-    from musictx_lite.pretrained import export
+    from musictx_lite.hub import export
     from musictx_lite.tasks import evaluate_nll
 
     _, data, rows, _ = first_run
@@ -147,6 +147,8 @@ def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeyp
     assert ck["no dropout, no weight decay"]["model_config"]["dropout"] == 0.0
     assert ck["no dropout, no weight decay"]["train_config"]["weight_decay"] == 0.0
     assert ck["recipe"]["model_config"]["dropout"] == 0.1
+    assert ck["context 256"]["model_config"]["block_size"] == 256 == ck["recipe"]["model_config"]["block_size"] // 2
+    assert ck["context 256"]["train_config"]["batch_size"] == 2 * ck["recipe"]["train_config"]["batch_size"]
     table = format_ablation(rows).splitlines()
     assert table[1].split()[0] == "recipe" and len(table) == 1 + len(ABLATION)
 

@@ -196,3 +196,19 @@ def test_format_table_prints_rates_in_percent_and_intervals_under_their_row():
     assert text[1].split()[1:3] == ["0.00%", "50.00%"] and text[2].split()[-1] == "0.250-0.750"
     assert text[2].split()[2] == "25.00-75.00%"
     assert format_table({"one": row}, RHYTHM).splitlines()[1].split()[-1] == f"{row['mean_length']:.2f}"
+
+
+def test_repeat_lags_find_a_bar_that_comes_back():
+    """20 steps copied 50 steps later: the steps whose whole bar before them is copied too (4 of them)
+    continue a repeat at lag 50; every other step continues none."""
+    from musictx_lite.stats import repeat_lags
+
+    g = np.stack([np.arange(100) % 97 + 30 + v for v in (30, 20, 10, 0)], axis=1)   # no step repeats
+    g[60:80] = g[10:30]
+    lags = repeat_lags([g])
+    assert lags["33-64"] == pytest.approx(4 / 100) and lags["none"] == pytest.approx(96 / 100)
+    assert lags["1-32"] == lags["65-128"] == lags[">128"] == 0
+    g[76] = -1                                              # break the copy: steps 76-79 lose it
+    assert repeat_lags([g])["none"] == 1
+    held = np.tile(np.array([[67, 64, 60, 48]]), (40, 1))  # one chord held: every step repeats its neighbour
+    assert repeat_lags([held])["1-32"] == pytest.approx(23 / 40)   # steps 17..39 (a bar before t - 1)

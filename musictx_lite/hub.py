@@ -1,11 +1,12 @@
-"""Pretrained models: the paper's three rows, trained with the paper-level recipe and shipped in the package.
+"""The model hub: the paper's three rows, trained with the paper-level recipe and shipped in the package.
 
 Notebook: notebooks/11_comparison.ipynb
 
 ``python -m musictx_lite reproduce jsb --profile paper --out runs/paper --export musictx_lite/pretrained``
 trains absolute positions (``sinusoidal``), relative attention (``relative``) and
 relative attention with a voice embedding (``relative-voice``) on the official JSB
-split with the recipe of ``profiles.RECIPE``, and ``export`` writes each one here:
+split with the recipe of ``profiles.RECIPE``, and ``export`` writes each one in the
+folder ``musictx_lite/pretrained/``:
 
 - ``<name>.pt``: the best weights, stored in float16 (a checkpoint that
   ``models.load_checkpoint`` reads, with ``torch.load(weights_only=True)``);
@@ -13,8 +14,9 @@ split with the recipe of ``profiles.RECIPE``, and ``export`` writes each one her
   steps and wall time, the training curve, and the valid and test NLL of the
   float16 weights, evaluated in float32 on the CPU.
 
-``pretrained(name)`` gives a model ready to sample, on any device; a test
-recomputes every recorded valid NLL on the CPU in every CI run.
+``pretrained(name)``, also ``musictx_lite.pretrained(name)``, gives a model ready
+to sample, on any device; a test recomputes every recorded valid NLL on the CPU in
+every CI run.
 """
 from __future__ import annotations
 
