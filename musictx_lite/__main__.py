@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except (torch.OutOfMemoryError, MemoryError) as e:
         sys.exit(f"error: out of memory: {_first_line(e)}")
-    except (ValueError, TypeError, FloatingPointError, OSError) as e:
+    except (ValueError, FloatingPointError, OSError) as e:      # what the package reports; bugs keep their traceback
         sys.exit(f"error: {_first_line(e)}")
 
 

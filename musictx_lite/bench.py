@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .attention import MultiHeadAttention, MultiHeadLoop, causal_mask
 from .config import ModelConfig
@@ -41,6 +42,19 @@ class TorchMHA(nn.Module):
         return self.mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0]
 
 
+class SDPARelative(MultiHeadAttention):
+    """The relative term handed to SDPA as an additive mask, on every device. (The decoder's own
+    ``attention`` does so on CUDA only: on a CPU, SDPA with a bias that needs gradients is slower.)"""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, score_bias=RelativeGlobal(cfg))
+
+    def attend(self, q, k, v, need_weights):
+        T = q.shape[-2]
+        bias = self.score_bias(q).masked_fill(~causal_mask(T, q.device), float("-inf"))   # (B, nh, T, T)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
+
+
 ATTENTION: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "per-head loop": MultiHeadLoop,                                           # chapter 4
     "batched": lambda cfg: MultiHeadAttention(cfg, fast=False),              # chapter 4
@@ -48,7 +62,7 @@ ATTENTION: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "nn.MultiheadAttention": TorchMHA,                                        # chapter 4
     "direct Shaw": lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),     # chapter 7: (L, L, hs) tensors
     "skew": lambda cfg: MultiHeadAttention(cfg, fast=False, score_bias=RelativeGlobal(cfg)),   # chapter 8
-    "SDPA + relative bias": lambda cfg: MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg)),   # chapter 8
+    "SDPA + relative bias": SDPARelative,                                                       # chapter 8
     "local skew": lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),                             # chapter 9
     "FNet (fft2)": FourierMixer,                     # chapter 10: mixers without attention
     "causal matrix": CausalFourierMatrix,            # chapter 10: an (L, L) matrix, L = block_size

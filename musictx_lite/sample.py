@@ -11,6 +11,8 @@ has one (``model.cacheable``).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -52,10 +54,18 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     """
     if getattr(model, "task", None) is not NEXT_TOKEN:
         raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be at least 1 (None: no limit), got {top_k}")
+    if n_steps < 0:
+        raise ValueError(f"n_steps must be >= 0, got {n_steps}")
     prompt = np.asarray([BOS] if prompt is None else prompt, dtype=np.int64)
+    if prompt.ndim != 1 or len(prompt) == 0:
+        raise ValueError(f"the prompt must be a non-empty sequence of tokens (BOS first), got shape {prompt.shape}")
     ctx = getattr(model, "context", None)
+    if ctx is not None and ctx < 4:
+        raise ValueError(f"the model's context is {ctx} tokens, less than one step of 4 voices")
     if ctx is not None and len(prompt) > ctx:
         raise ValueError(f"prompt has {len(prompt)} tokens but the model's context is {ctx}; "
                          f"use a shorter prompt (at most {(ctx - 1) // 4} steps)")
@@ -77,13 +87,16 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
                 logits = model(idx[:, start:], cache=state)          # the window once
             else:
                 logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest token only
-            logits = logits[0, -1].float() / temperature            # (V,)
+            logits = logits[0, -1].float()                          # (V,)
             if trace is not None:
-                trace.append(logits.cpu().clone())
+                trace.append((logits / temperature).cpu())
             logits[list(banned)] = float("-inf")
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
                 logits[logits < kth] = float("-inf")
+            # subtract the largest logit before dividing: a tiny temperature then tends to the argmax
+            # instead of overflowing to inf (and NaN probabilities)
+            logits = (logits - logits.max()) / temperature
             nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
             idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
     return idx[0].cpu().numpy()

@@ -106,6 +106,31 @@ def test_cli_generate_pretrained(tmp_path, capsys):
     assert read_midi(out).shape[1] == 4
 
 
+def test_cli_generate_at_a_tiny_temperature_is_greedy(tmp_path):
+    """--temperature 1e-40 once overflowed to NaN probabilities and a traceback; now it is the argmax."""
+    from musictx_lite.__main__ import main
+    from musictx_lite.music import read_midi
+
+    a, b = tmp_path / "a.mid", tmp_path / "b.mid"
+    for out, seed in ((a, "1"), (b, "2")):
+        main(["generate", "--pretrained", "relative", "--steps", "8", "--temperature", "1e-40",
+              "--seed", seed, "--out", str(out), "--device", "cpu"])
+    np.testing.assert_array_equal(read_midi(a), read_midi(b))
+
+
+def test_cli_a_programming_error_keeps_its_traceback(monkeypatch, tmp_path):
+    """The CLI reports the errors it means to (ValueError, OSError, ...) in one line; a bug is not one."""
+    import musictx_lite
+    import musictx_lite.__main__ as cli
+
+    def broken(*a, **k):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(musictx_lite, "generate", broken)      # cmd_generate imports it when it runs
+    with pytest.raises(TypeError, match="a bug"):
+        cli.main(["generate", "--pretrained", "relative", "--steps", "2", "--out", str(tmp_path / "x.mid")])
+
+
 def test_cli_checkpoint_and_pretrained_exclude_each_other(tmp_path, capsys):
     from musictx_lite.__main__ import main
 

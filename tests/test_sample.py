@@ -35,6 +35,32 @@ def test_seed_temperature_and_top_k(model):
         generate(model, None, 2, temperature=0)
 
 
+def test_a_tiny_temperature_is_greedy_not_nan(model):
+    """logits / 1e-40 overflow to inf; the sampler subtracts the largest logit first, so the limit is the
+    argmax (top_k=1), at any seed."""
+    greedy = generate(model, None, 6, top_k=1, seed=1)
+    for seed in (1, 2):
+        np.testing.assert_array_equal(generate(model, None, 6, temperature=1e-40, seed=seed), greedy)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(temperature=float("nan")), "temperature"), (dict(temperature=float("inf")), "temperature"),
+    (dict(temperature=-1.0), "temperature"), (dict(top_k=0), "top_k"), (dict(n_steps=-1), "n_steps"),
+    (dict(prompt=np.array([], dtype=np.int64)), "non-empty"), (dict(prompt=np.zeros((2, 3))), "non-empty")])
+def test_sampling_settings_that_make_no_sense_are_clear_errors(model, kw, match):
+    with pytest.raises(ValueError, match=match):
+        generate(model, **{"n_steps": 2, **kw})
+
+
+def test_a_context_shorter_than_one_step_is_a_clear_error():
+    m = build_model("lstm", ModelConfig(n_embd=16, n_heads=2)).eval()
+    m.context = 3
+    with pytest.raises(ValueError, match="less than one step"):
+        generate(m, None, 2)
+    m.context = 4                                           # one step: the window slides every step
+    assert len(generate(m, None, 3)) == 1 + 12
+
+
 def test_prompt_longer_than_context():
     m = build_model("lstm", ModelConfig(n_embd=16, n_heads=2)).eval()
     m.context = 16
