@@ -139,6 +139,20 @@ def test_cli_checkpoint_and_pretrained_exclude_each_other(tmp_path, capsys):
     assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err
 
 
+def test_the_context_512_records_are_the_recipe_with_twice_the_context():
+    """Chapter 11 compares each shipped model with the same model trained with a 512-token context at the full
+    budget: the comparison is fair only if the two differ in the context alone (the same tokens per step)."""
+    other = json.loads((HERE / "context-512.json").read_text())["records"]
+    assert sorted(other) == sorted(NAMES)
+    for name, rec in other.items():
+        now = record(name)
+        assert rec["model_config"] == {**now["model_config"], "block_size": 2 * now["model_config"]["block_size"]}
+        assert 2 * rec["train_config"]["batch_size"] == now["train_config"]["batch_size"]
+        assert {k: v for k, v in rec["train_config"].items() if k != "batch_size"} == \
+            {k: v for k, v in now["train_config"].items() if k != "batch_size"}
+        assert rec["steps"] == now["steps"] and np.isfinite(rec["valid_nll"])
+
+
 def test_records_are_json_with_finite_numbers():
     for name in NAMES:
         rec = json.loads((HERE / f"{name}.json").read_text())
