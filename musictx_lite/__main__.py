@@ -325,8 +325,8 @@ def _ablation(a: argparse.Namespace, device) -> None:
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    from .bench import ATTENTION
-    from .compare import COMPARED
+    from .bench import implementations
+    from .compare import compared
     from .models import MODELS
     from .hub import NAMES as PRETRAINED
     from .profiles import PROFILES
@@ -393,8 +393,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     c.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
     c.add_argument("--repeats", type=positive_int, default=3, help="timed repeats; the best is kept (default 3)")
     c.add_argument("--device", type=device_arg, default="cpu", help="cpu or cuda (default cpu)")
-    c.add_argument("--impl", nargs="+", choices=list(ATTENTION), default=None, metavar="NAME",
-                   help=f"implementations to run (default all): {', '.join(map(repr, ATTENTION))}")
+    impls = list(implementations())
+    c.add_argument("--impl", nargs="+", choices=impls, default=None, metavar="NAME",
+                   help=f"implementations to run (default all): {', '.join(map(repr, impls))}")
     c.add_argument("--max-gib", type=positive_float, default=4.0,
                    help="skip an implementation where its estimated memory exceeds this (default 4)")
     c.add_argument("--plot", default=None, help="save a plot of time and memory to this file")
@@ -407,7 +408,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     m.add_argument("--out", required=True, help="directory: one run per seed and model; an interrupted run resumes")
     m.add_argument("--seeds", type=positive_int, default=3, help="seeds per model (default 3)")
     m.add_argument("--steps", type=positive_int, default=None, help="override the budget's number of steps")
-    m.add_argument("--models", nargs="+", choices=sorted(COMPARED), default=None, metavar="NAME",
+    m.add_argument("--models", nargs="+", choices=sorted(compared()), default=None, metavar="NAME",
                    help="models to train (default every compared one)")
     m.add_argument("--data", default="jsb", help="'jsb' (the official split) or a local Jsb16thSeparated.json")
     m.add_argument("--export", default=None, metavar="FILE.json", help="write the results file here")

@@ -2,8 +2,8 @@
 and the speed of sampling with and without a key/value cache.
 
 Notebook: notebooks/04_multi_head.ipynb shows the table and the plot; later
-chapters add their implementations to ``ATTENTION``; notebooks/11_comparison.ipynb
-measures sampling.
+chapters' models bring their implementations in their records (``models.Spec.timed``);
+notebooks/11_comparison.ipynb measures sampling.
 
     python -m musictx_lite bench attention --lengths 128 256 512 1024 2048 --plot attention.png
     python -m musictx_lite bench sample --models relative local --tokens 1024
@@ -16,17 +16,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, MultiHeadLoop, causal_mask
+from .attention import MultiHeadAttention, causal_mask
 from .config import ModelConfig
-from .fnet import CausalFourierMatrix, CausalLongConv, FourierMixer
-from .local import LocalAttention
-from .relative import RelativeGlobal, ShawAttention
+from .models import MODELS, Timed
+from .relative import RelativeGlobal
 
 
 class TorchMHA(nn.Module):
@@ -55,39 +55,33 @@ class SDPARelative(MultiHeadAttention):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
 
 
-ATTENTION: dict[str, Callable[[ModelConfig], nn.Module]] = {
-    "per-head loop": MultiHeadLoop,                                           # chapter 4
-    "batched": lambda cfg: MultiHeadAttention(cfg, fast=False),              # chapter 4
-    "SDPA": lambda cfg: MultiHeadAttention(cfg, fast=True),                  # chapter 4
-    "nn.MultiheadAttention": TorchMHA,                                        # chapter 4
-    "direct Shaw": lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),     # chapter 7: (L, L, hs) tensors
-    "skew": lambda cfg: MultiHeadAttention(cfg, fast=False, score_bias=RelativeGlobal(cfg)),   # chapter 8
-    "SDPA + relative bias": SDPARelative,                                                       # chapter 8
-    "local skew": lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),                             # chapter 9
-    "FNet (fft2)": FourierMixer,                     # chapter 10: mixers without attention
-    "causal matrix": CausalFourierMatrix,            # chapter 10: an (L, L) matrix, L = block_size
-    "causal FFT conv": CausalLongConv,               # chapter 10
-}
-LOCAL_BENCH_N = 128          # block length of the local rows
-CHAPTER = {"per-head loop": 4, "batched": 4, "SDPA": 4, "nn.MultiheadAttention": 4, "direct Shaw": 7,
-           "skew": 8, "SDPA + relative bias": 8, "local skew": 9, "FNet (fft2)": 10, "causal matrix": 10,
-           "causal FFT conv": 10}                                      # where each implementation is explained
+# the implementations bench keeps for reference, which no model of the book uses: name -> (chapter, Timed)
+REFERENCES = {"nn.MultiheadAttention": (4, Timed(TorchMHA)),
+              "SDPA + relative bias": (8, Timed(SDPARelative))}
+
+
+@dataclass(frozen=True)
+class Implementation:
+    chapter: int                                           # where the book explains it
+    build: Callable[[ModelConfig], nn.Module]
+    nbytes: Callable[[int, ModelConfig], int] | None
+
+
+def implementations() -> dict[str, Implementation]:
+    """Every implementation ``bench attention`` times: the ``timed`` mixers of each record of ``MODELS``,
+    and ``REFERENCES``, in the book's order (by chapter; a chapter's models before its references)."""
+    found = [(spec.chapter, 0, name, t) for spec in MODELS.values() for name, t in spec.timed.items()]
+    found += [(chapter, 1, name, t) for name, (chapter, t) in REFERENCES.items()]
+    return {name: Implementation(chapter, t.build, t.nbytes)
+            for chapter, _, name, t in sorted(found, key=lambda f: f[:2])}
 
 
 def estimated_bytes(name: str, L: int, cfg: ModelConfig) -> int:
-    """What the largest tensors of one forward + backward need, roughly; used to skip what cannot fit."""
-    hs = cfg.n_embd // cfg.n_heads
-    if name == "direct Shaw":
-        return 6 * L * L * hs * 4                  # a^K, a^V, their gradients, the einsum's copies
-    if name == "local skew":
-        return 8 * cfg.n_heads * L * 3 * LOCAL_BENCH_N * 4
-    if name == "FNet (fft2)":
-        return 8 * L * cfg.n_embd * 8              # complex64 spectra of (L, C) and their gradients
-    if name == "causal matrix":
-        return 4 * L * L * 4                       # M, tril(M) and their gradients
-    if name == "causal FFT conv":
-        return 8 * 2 * L * cfg.n_embd * 8          # complex spectra of length 2L per channel, and gradients
-    return 8 * cfg.n_heads * L * L * 4             # scores, weights and their gradients
+    """What the largest tensors of one forward + backward need, roughly; used to skip what cannot fit.
+    Each implementation states its own (``Timed.nbytes``); by default the (L, L) scores of every head,
+    their weights and both gradients."""
+    nbytes = implementations()[name].nbytes
+    return nbytes(L, cfg) if nbytes is not None else 8 * cfg.n_heads * L * L * 4
 
 
 def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
@@ -128,26 +122,27 @@ def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_he
                     max_gib: float = 4.0, chapter: int | None = None) -> list[dict]:
     """Forward + backward time (best of ``repeats``) and peak memory per implementation and length.
 
-    ``names`` picks implementations of ``ATTENTION`` (default: all, or those
-    explained up to ``chapter``).
+    ``names`` picks implementations of ``implementations()`` (default: all, or
+    those explained up to ``chapter``).
     An implementation whose estimated memory exceeds ``max_gib`` at a length is
     not run there: its row says ``fits: False`` and holds the estimate.
     """
+    impls = implementations()
     if names is None:
-        names = [n for n in ATTENTION if chapter is None or CHAPTER[n] <= chapter]
+        names = [n for n, impl in impls.items() if chapter is None or impl.chapter <= chapter]
     rows = []
     for L in lengths:
         cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, block_size=L)
         for name in names:
-            if name not in ATTENTION:
-                raise ValueError(f"unknown implementation {name!r}; choose from {list(ATTENTION)}")
+            if name not in impls:
+                raise ValueError(f"unknown implementation {name!r}; choose from {list(impls)}")
             need = estimated_bytes(name, L, cfg) * batch
             if need > max_gib * 2**30:
                 rows.append({"impl": name, "L": L, "ms": float("nan"), "MiB": need / 2**20, "batch": batch,
                              "fits": False})
                 continue
             torch.manual_seed(0)
-            module = ATTENTION[name](cfg).to(device)
+            module = impls[name].build(cfg).to(device)
             x = torch.randn(batch, L, n_embd, device=device, requires_grad=True)
 
             def step() -> None:

@@ -2,7 +2,7 @@
 
 Notebook: notebooks/11_comparison.ipynb
 
-``compare`` trains each model of ``COMPARED`` at the profile's ``comparison``
+``compare`` trains each model of ``compared()`` at the profile's ``comparison``
 budget (one width, context, batch, number of steps and learning rate for all),
 then measures what chapter 11's table shows: parameters, training tokens/s,
 peak memory of one training step at a long length, valid and test NLL, and
@@ -25,39 +25,49 @@ from .bench import peak_bytes
 from .config import ModelConfig
 from .data import Piece, Splits
 from .device import model_device, to_model
-from .models import build_model, n_params
+from .models import MODELS, build_model, n_params
 from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
 from .sample import generate, prompt_from
 from .tasks import evaluate_nll, evaluating, piece_nlls, token_nll
 from .tokens import VOCAB_SIZE, decode, encode
 from .training import History, TrainConfig, train
 
-# model name -> the chapter that built it, in the book's order
-COMPARED = {"lstm": 1, "lstm-attention": 1, "attention": 3, "attention-positions": 3, "multi-head": 4,
-            "transformer": 5, "transformer-post-ln": 5, "learned-positions": 6, "sinusoidal": 6, "shaw": 7,
-            "rope": 7, "alibi": 7, "relative": 8, "local": 9, "fnet-matrix": 10, "fnet-conv": 10,
-            "relative-voice": 11}
-# the registered models that are not next-token models one can sample from, and why
-LEFT_OUT = {"attention-unmasked": "sees the future (chapter 3)",
-            "fnet": "sees the future (chapter 10)",
-            "fill": "fills in a hidden voice, another task (chapter 2)"}
-# one layer deep, as chapters 1, 3 and 4 built them: the LSTMs, and the attention layers with no residual
-# block around them (stacked without residuals they were never meant to be)
-ONE_LAYER = ("lstm", "lstm-attention", "attention", "attention-positions", "multi-head")
+# the size classes (``profiles.SIZES``) that stay one layer deep, as chapters 1, 3 and 4 built them: the
+# LSTMs, and the attention layers with no residual block around them (stacked without residuals they were
+# never meant to be)
+ONE_LAYER_SIZES = ("lstm", "one-head", "multi-head")
+
+
+def compared() -> dict[str, int]:
+    """The models chapter 11 compares (every record of ``MODELS`` without a ``left_out`` reason): name ->
+    the chapter that built it, in the book's order."""
+    specs = sorted(MODELS.items(), key=lambda kv: kv[1].chapter)          # stable: the registry's order within
+    return {name: spec.chapter for name, spec in specs if spec.left_out is None}
+
+
+def left_out() -> dict[str, str]:
+    """The registered models that are not compared (they see the future, or do another task), and why."""
+    return {name: spec.left_out for name, spec in MODELS.items() if spec.left_out is not None}
+
+
+def one_layer() -> tuple[str, ...]:
+    """The compared models that stay one layer deep (their size class is in ``ONE_LAYER_SIZES``)."""
+    return tuple(name for name in compared() if MODELS[name].size in ONE_LAYER_SIZES)
 
 
 def budget(name: str, profile: Profile | str | None = None) -> tuple[ModelConfig, TrainConfig]:
     """Model ``name``'s config and training budget in the comparison: the profile's ``comparison``
-    settings for every model; the models of ``ONE_LAYER`` stay one layer deep, unless the profile's
-    ``comparison_overrides`` for the model say otherwise (the paper profile's LSTMs: two layers of 256)."""
+    settings for every model; the models of ``one_layer()`` stay one layer deep, unless the profile's
+    ``comparison_sizes`` for the model's class say otherwise (the paper profile's LSTMs: two layers of 256)."""
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
-    if name not in COMPARED:
-        raise ValueError(f"{name!r} is not compared; compared: {list(COMPARED)}"
-                         + (f" ({name}: {LEFT_OUT[name]})" if name in LEFT_OUT else ""))
+    if name not in compared():
+        why = left_out().get(name)
+        raise ValueError(f"{name!r} is not compared; compared: {list(compared())}"
+                         + (f" ({name}: {why})" if why else ""))
     model = {**p.model, **{k: v for k, v in p.comparison.items() if k in MODEL_KEYS}}
-    if name in ONE_LAYER:
+    if MODELS[name].size in ONE_LAYER_SIZES:
         model["n_layers"] = 1
-    over = p.comparison_overrides.get(name, {})                          # e.g. the paper profile's 2-layer LSTMs
+    over = p.comparison_sizes.get(MODELS[name].size, {})                # e.g. the paper profile's 2-layer LSTMs
     model.update({k: v for k, v in over.items() if k in MODEL_KEYS})
     train = {**p.train.__dict__, **{k: v for k, v in p.comparison.items() if k in TRAIN_KEYS},
              **{k: v for k, v in over.items() if k in TRAIN_KEYS}}
@@ -114,7 +124,7 @@ def compare(data: Splits, profile: Profile | str | None = None, names: list[str]
             out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
             n_pieces: int = 4, prompt_steps: int = 16, n_steps: int | None = None, memory_length: int = 2048,
             progress: bool = False, verbose: bool = True) -> list[dict]:
-    """Train and measure each model of ``names`` (default: all of ``COMPARED``) at the comparison budget.
+    """Train and measure each model of ``names`` (default: all of ``compared()``) at the comparison budget.
 
     Per model, one dict: ``name``, ``chapter``, ``params``, ``steps``, ``seconds`` (of training), ``train_tok_s``,
     ``peak_mib`` (``train_peak_mib`` at ``memory_length``), ``valid_nll`` and
@@ -130,10 +140,10 @@ def compare(data: Splits, profile: Profile | str | None = None, names: list[str]
     if any(len(q.pitches) < prompt_steps for q in pieces):
         raise ValueError(f"every prompt piece needs at least {prompt_steps} steps")
     rows = []
-    for name in names or list(COMPARED):
+    for name in names or list(compared()):
         model, hist = train_compared(name, data, p, out_dir, device, progress)
         grids, speed = samples(model, pieces, prompt_steps, n_steps)
-        rows.append({"name": name, "chapter": COMPARED[name], "params": n_params(model),
+        rows.append({"name": name, "chapter": MODELS[name].chapter, "params": n_params(model),
                      "steps": hist.step[-1], "seconds": hist.seconds, "train_tok_s": hist.tokens_per_s,
                      "peak_mib": train_peak_mib(name, model.cfg, memory_length, model_device(model)),
                      # with keep_best the model holds its best weights, not those of its last evaluation
@@ -141,7 +151,7 @@ def compare(data: Splits, profile: Profile | str | None = None, names: list[str]
                      "test_nll": evaluate_nll(model, data.test),
                      "sample_tok_s": speed, "samples": grids, "history": hist, "model": model})
         if verbose:
-            print(f"{name:>19s} (chapter {COMPARED[name]:2d}): {hist.step[-1]} steps in {hist.seconds:5.1f} s, "
+            print(f"{name:>19s} (chapter {MODELS[name].chapter:2d}): {hist.step[-1]} steps in {hist.seconds:5.1f} s, "
                   f"valid NLL {rows[-1]['valid_nll']:.3f}", flush=True)
     return rows
 
@@ -240,7 +250,7 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
 def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 1, 2), names: list[str] | None = None,
                   out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
                   progress: bool = False, verbose: bool = True, **train_kw) -> dict:
-    """Train each model of ``names`` (default: all of ``COMPARED``) once per seed at its ``budget``; score each
+    """Train each model of ``names`` (default: all of ``compared()``) once per seed at its ``budget``; score each
     run on every validation and test piece. Returns the results file's content: ``profile``, ``seeds``,
     ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
     ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: exercise 11.1),
@@ -248,7 +258,7 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     counts = {s: [len(encode(q.pitches)) - 1 for q in data[s]] for s in ("valid", "test")}
     models: dict[str, list[dict]] = {}
-    for name in names or list(COMPARED):
+    for name in names or list(compared()):
         for seed in seeds:
             run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
             model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)

@@ -5,11 +5,12 @@ Notebook: every chapter's first cell (``setup()``); explained in book/using.md.
 ``smoke`` is for CI (seconds per chapter), ``cpu`` trains each chapter in at most
 3 minutes on 2 cores, ``gpu`` is a bigger model for Colab. The profile is picked
 automatically (``gpu`` with CUDA, else ``cpu``); ``MUSICTX_PROFILE`` overrides it.
-A profile holds one default model size and training budget, and per model name
-the settings that differ (a transformer wants a narrower, deeper model than an LSTM).
-Every model of ``models.MODELS`` has an entry in every profile (an empty one
-takes the defaults); a setting that is neither a ModelConfig nor a TrainConfig
-field is an error, so a typo never passes silently.
+A profile holds one default model size and training budget, and per size class
+(``SIZES``; each model's record in ``models.MODELS`` names its class) the settings
+that differ: a transformer wants a narrower, deeper model than an LSTM. Every
+class has an entry in every profile (an empty one takes the defaults); a setting
+that is neither a ModelConfig nor a TrainConfig field is an error, so a typo
+never passes silently.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import torch
 
 from .config import ModelConfig
 from .device import pick_device
+from .models import MODELS
 from .training import TrainConfig
 
 MODEL_KEYS = {f.name for f in fields(ModelConfig)}
@@ -37,25 +39,32 @@ class Profile:
     train: TrainConfig
     sample_steps: int = 64             # 16th steps of music to generate
     notes: str = ""
-    overrides: dict = field(default_factory=dict)   # per model name: ModelConfig / TrainConfig fields
+    sizes: dict = field(default_factory=dict)       # per size class: ModelConfig / TrainConfig fields
     comparison: dict = field(default_factory=dict)  # chapter 11: ModelConfig / TrainConfig fields for every model
-    comparison_overrides: dict = field(default_factory=dict)   # per model name, on top of ``comparison``
+    comparison_sizes: dict = field(default_factory=dict)   # per size class, on top of ``comparison``
 
     def __post_init__(self) -> None:
         if set(self.model) - MODEL_KEYS:
             raise ValueError(f"profile {self.name}: unknown model settings {sorted(set(self.model) - MODEL_KEYS)}; "
                              f"ModelConfig has {sorted(MODEL_KEYS)}")
-        for name, over in {**self.overrides, "comparison (chapter 11)": self.comparison,
-                           **{f"{k} (comparison)": v for k, v in self.comparison_overrides.items()}}.items():
+        for size, over in {**self.sizes, "comparison (chapter 11)": self.comparison,
+                           **{f"{k} (comparison)": v for k, v in self.comparison_sizes.items()}}.items():
             unknown = set(over) - MODEL_KEYS - TRAIN_KEYS
             if unknown:
-                raise ValueError(f"profile {self.name}, model {name!r}: unknown settings {sorted(unknown)}; "
+                raise ValueError(f"profile {self.name}, size {size!r}: unknown settings {sorted(unknown)}; "
                                  f"ModelConfig has {sorted(MODEL_KEYS)}, TrainConfig has {sorted(TRAIN_KEYS)}")
+        unknown = set(self.sizes) - set(SIZES)
+        if unknown:
+            raise ValueError(f"profile {self.name}: unknown size classes {sorted(unknown)}; choose from {SIZES}")
 
     def _settings(self, name: str) -> dict:
-        if name not in self.overrides:
-            raise ValueError(f"profile {self.name} has no entry for model {name!r}; it knows {sorted(self.overrides)}")
-        return self.overrides[name]
+        if name not in MODELS:
+            raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+        size = MODELS[name].size
+        if size not in self.sizes:
+            raise ValueError(f"profile {self.name} has no entry for size class {size!r} (model {name!r}); "
+                             f"it sizes {sorted(self.sizes)}")
+        return self.sizes[size]
 
     def model_config(self, name: str, **kw) -> ModelConfig:
         """The ModelConfig of model ``name`` in this profile; ``kw`` overrides fields."""
@@ -68,10 +77,9 @@ class Profile:
         return TrainConfig(**{**self.train.__dict__, **over, **kw})
 
 
-# The decoders of chapters 6-10 share chapter 5's size in each profile: only positions and the mixer change
-# (and chapter 11's relative decoder with a voice embedding, which chapter 11 compares with "relative").
-CHAPTERS_6_9 = ("learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local",
-                "fnet", "fnet-matrix", "fnet-conv", "relative-voice")
+# The size classes a model's record can name. "decoder" is every decoder of chapters 6-11: they share
+# chapter 5's shape in each profile, and only positions and the mixer change.
+SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder")
 
 PROFILES = {
     "smoke": Profile(
@@ -81,10 +89,7 @@ PROFILES = {
                           ckpt_every=10, eval_pieces=8),
         sample_steps=16,
         notes="CI: seconds per chapter; numbers mean nothing",
-        overrides={"lstm": {}, "lstm-attention": {}, "fill": dict(batch_size=64), "attention-unmasked": {},
-                   "attention-positions": {}, "attention": {}, "multi-head": {}, "transformer": {},
-                   "transformer-post-ln": {}, "learned-positions": {}, "sinusoidal": {}, "shaw": {}, "relative": {}, "rope": {}, "alibi": {}, "local": {},
-                   "fnet": {}, "fnet-matrix": {}, "fnet-conv": {}, "relative-voice": {}},
+        sizes={**{size: {} for size in SIZES}, "fill": dict(batch_size=64)},
         comparison=dict(eval_every=5),
     ),
     "cpu": Profile(
@@ -93,20 +98,16 @@ PROFILES = {
         train=TrainConfig(batch_size=32, max_steps=500, lr=4e-3, warmup_steps=50, eval_every=125,
                           ckpt_every=125),
         notes="2 CPU cores: each chapter trains in at most 3 minutes",
-        overrides={
+        sizes={
             "lstm": {},
-            "lstm-attention": {},
             "fill": dict(n_embd=64, batch_size=256, max_steps=3000, eval_every=750, ckpt_every=750),
-            "attention": dict(n_embd=128),
-            "attention-unmasked": dict(n_embd=128),
-            "attention-positions": dict(n_embd=128),
+            "one-head": dict(n_embd=128),
             "multi-head": dict(n_embd=128, n_heads=4),
             "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
-            "transformer-post-ln": dict(n_embd=64, n_layers=3, n_heads=4),
             # chapter 5's decoder; 400 steps, so that three of them train in a chapter's 3 minutes, at a
             # higher rate that suits the short run (relative: 0.611 at 6e-3 against 0.651 at 4e-3)
-            **{name: dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
-                          lr=6e-3) for name in CHAPTERS_6_9},
+            "decoder": dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
+                            lr=6e-3),
         },
         # chapter 11 trains 17 models within its 3 minutes: chapters 6-9's size for 120 steps
         comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,
@@ -118,21 +119,17 @@ PROFILES = {
         train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
                           ckpt_every=500),
         notes="Colab: on a T4, at most about 4 minutes per model (estimated: python -m musictx_lite budget)",
-        overrides={
+        sizes={
             # the LSTM overfits within a few hundred steps (H100: valid 0.618 at 200 steps, 0.857 at 1000)
             "lstm": dict(dropout=0.3, max_steps=400, warmup_steps=50, eval_every=100, ckpt_every=100),
-            "lstm-attention": dict(dropout=0.3, max_steps=400, warmup_steps=50, eval_every=100, ckpt_every=100),
             "fill": dict(n_embd=128, batch_size=512, max_steps=5000, lr=2e-3, dropout=0.0),
-            "attention": dict(n_embd=256, dropout=0.0),
-            "attention-unmasked": dict(n_embd=256, dropout=0.0),
-            "attention-positions": dict(n_embd=256, dropout=0.0),
+            "one-head": dict(n_embd=256, dropout=0.0),
             "multi-head": dict(n_embd=256, n_heads=8, dropout=0.0),
             "transformer": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
-            "transformer-post-ln": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
             # 600 steps and dropout 0.3: measured on an H100, relative attention overfits the chorales
             # after ~600 steps (valid 0.548 at 600, 1.240 at 3000 steps with dropout 0.1)
-            **{name: dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
-                          warmup_steps=100, eval_every=200, ckpt_every=200) for name in CHAPTERS_6_9},
+            "decoder": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
+                            warmup_steps=100, eval_every=200, ckpt_every=200),
         },
         comparison=dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
                         warmup_steps=100, eval_every=100, ckpt_every=200),
@@ -160,10 +157,9 @@ PROFILES["paper"] = Profile(
     train=TrainConfig(**{k: v for k, v in RECIPE.items() if k in TRAIN_KEYS}),
     sample_steps=64,
     notes="the paper-level recipe of chapter 11 (reproduce jsb, compare): hours on a CPU, minutes on a GPU",
-    overrides={**{name: {} for name in PROFILES["gpu"].overrides}, "fill": dict(transpose=False),
-               "lstm": RECIPE_LSTM, "lstm-attention": RECIPE_LSTM},
+    sizes={**{size: {} for size in SIZES}, "fill": dict(transpose=False), "lstm": RECIPE_LSTM},
     comparison={},                       # compare --profile paper: every model with the whole recipe
-    comparison_overrides={"lstm": RECIPE_LSTM, "lstm-attention": RECIPE_LSTM},
+    comparison_sizes={"lstm": RECIPE_LSTM},
 )
 
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 from musictx_lite import MODELS, ModelConfig, build_model, checks
 from musictx_lite.attention import Head, MultiHeadAttention
 from musictx_lite.blocks import Block
-from musictx_lite.profiles import PROFILES, Profile
+from musictx_lite.profiles import PROFILES, SIZES, Profile
 from musictx_lite.tasks import NEXT_TOKEN
 from musictx_lite.training import TrainConfig
 
@@ -85,22 +85,27 @@ def test_gradient_probe_is_the_norm_of_each_jacobian_block():
     torch.testing.assert_close(G, J.pow(2).sum((1, 3)).sqrt(), rtol=1e-4, atol=1e-6)
 
 
-def test_profiles_know_every_model_and_nothing_else():
+def test_profiles_size_every_class_and_every_model():
+    assert {spec.size for spec in MODELS.values()} == set(SIZES)       # no class without a model
     for p in PROFILES.values():
-        assert set(p.overrides) == set(MODELS), p.name
+        assert set(p.sizes) == set(SIZES), p.name
         for name in MODELS:
             assert isinstance(p.model_config(name), ModelConfig) and isinstance(p.train_config(name), TrainConfig)
 
 
 def test_unknown_profile_keys_and_models_are_errors():
     with pytest.raises(ValueError, match=r"unknown settings \['n_embed'\]"):
-        Profile("x", model={}, train=TrainConfig(), overrides={"lstm": {"n_embed": 64}})
+        Profile("x", model={}, train=TrainConfig(), sizes={"lstm": {"n_embed": 64}})
+    with pytest.raises(ValueError, match=r"unknown size classes \['lstms'\]"):
+        Profile("x", model={}, train=TrainConfig(), sizes={"lstms": {}})
     with pytest.raises(ValueError, match="unknown model settings"):
         Profile("x", model={"heads": 2}, train=TrainConfig())
-    with pytest.raises(ValueError, match="has no entry for model 'gpt-7'"):
+    with pytest.raises(ValueError, match="unknown model 'gpt-7'"):
         PROFILES["cpu"].model_config("gpt-7")
-    with pytest.raises(ValueError, match="has no entry"):
+    with pytest.raises(ValueError, match="unknown model"):
         PROFILES["smoke"].train_config("transfomer")
+    with pytest.raises(ValueError, match="has no entry for size class 'lstm'"):
+        Profile("x", model={}, train=TrainConfig(), sizes={"decoder": {}}).model_config("lstm")
     assert PROFILES["cpu"].model_config("transformer").n_embd == 64        # an override that applies
     assert PROFILES["cpu"].train_config("fill").batch_size == 256
 

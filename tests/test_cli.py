@@ -118,12 +118,12 @@ def test_bench_sample_times_both_modes():
 
 
 def test_bench_attention_prints_every_implementation(tmp_path):
-    from musictx_lite.bench import ATTENTION
+    from musictx_lite.bench import implementations
 
     out = run("bench", "attention", "--lengths", "32", "64", "--repeats", "1", "--plot", str(tmp_path / "b.png")).stdout
     rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "64")]
-    assert len(rows) == 2 * len(ATTENTION)
-    for name in ATTENTION:                         # one row per implementation and length: L, name, ms, time ratio, MiB
+    assert len(rows) == 2 * len(implementations())
+    for name in implementations():                         # one row per implementation and length: L, name, ms, time ratio, MiB
         assert sum(" ".join(r[1:-3]) == name for r in rows) == 2, name
         assert all(float(r[-3]) > 0 for r in rows if " ".join(r[1:-3]) == name)
     assert (tmp_path / "b.png").stat().st_size > 1000

@@ -18,9 +18,10 @@ TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32)
 
 
 def test_every_registered_model_is_compared_or_left_out_for_a_reason():
-    assert set(C.COMPARED) | set(C.LEFT_OUT) == set(MODELS)
-    assert not set(C.COMPARED) & set(C.LEFT_OUT)
-    for name in C.COMPARED:                       # next-token models that never see the future
+    assert set(C.compared()) | set(C.left_out()) == set(MODELS)
+    assert not set(C.compared()) & set(C.left_out())
+    assert list(C.compared().values()) == sorted(C.compared().values())   # in the book's order
+    for name in C.compared():                       # next-token models that never see the future
         torch.manual_seed(0)
         model = build_model(name, TINY)
         assert model.task is NEXT_TOKEN and is_causal(model), name
@@ -32,16 +33,18 @@ def test_every_registered_model_is_compared_or_left_out_for_a_reason():
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_one_budget_for_every_model(profile):
     p = PROFILES[profile]
-    budgets = {name: C.budget(name, p) for name in C.COMPARED if name not in p.comparison_overrides}
+    own = {name for name in C.compared() if MODELS[name].size in p.comparison_sizes}
+    budgets = {name: C.budget(name, p) for name in C.compared() if name not in own}
     assert len({repr(t) for _, t in budgets.values()}) == 1          # the same steps, batch, schedule
-    for name, over in p.comparison_overrides.items():                 # a model the profile sizes on its own
+    for name in own:                                                 # a class the profile sizes on its own
         m, t = C.budget(name, p)
+        over = p.comparison_sizes[MODELS[name].size]
         assert all(getattr(m if hasattr(m, k) else t, k) == v for k, v in over.items())
     for name, (m, _) in budgets.items():
         ref = budgets["relative"][0]
         assert (m.n_embd, m.n_heads, m.block_size, m.dropout) == (ref.n_embd, ref.n_heads, ref.block_size,
                                                                     ref.dropout)
-        assert m.n_layers == (1 if name in C.ONE_LAYER else ref.n_layers)
+        assert m.n_layers == (1 if name in C.one_layer() else ref.n_layers)
     m, t = budgets["relative"]
     for key, value in p.comparison.items():                         # the comparison settings win
         assert getattr(m if hasattr(m, key) else t, key) == value
@@ -66,7 +69,7 @@ def test_compare_measures_each_model(rows, chorales):
     assert [r["name"] for r in rows] == ["lstm", "relative"]
     for r in rows:
         hist = r["history"]
-        assert r["chapter"] == C.COMPARED[r["name"]] and hist.step[-1] == 20
+        assert r["chapter"] == C.compared()[r["name"]] and hist.step[-1] == 20
         assert r["valid_nll"] == pytest.approx(evaluate_nll(r["model"], chorales.valid), abs=1e-5)
         assert r["test_nll"] == pytest.approx(evaluate_nll(r["model"], chorales.test), abs=1e-5)
         assert r["valid_nll"] < math.log(54)                         # it learned something

@@ -208,11 +208,12 @@ def test_relative_global_direct_and_skew_models_agree():
 
 def test_bench_hands_the_same_relative_term_to_sdpa():
     """bench's 'SDPA + relative bias' row computes what the skew row computes, with the same weights."""
-    from musictx_lite.bench import ATTENTION
+    from musictx_lite.bench import implementations
 
     torch.manual_seed(0)
     cfg = ModelConfig(n_embd=32, n_heads=4, block_size=16)
-    skewed, sdpa = ATTENTION["skew"](cfg), ATTENTION["SDPA + relative bias"](cfg)
+    impls = implementations()
+    skewed, sdpa = impls["skew"].build(cfg), impls["SDPA + relative bias"].build(cfg)
     sdpa.load_state_dict(skewed.state_dict())
     x = torch.randn(2, 16, 32)
     torch.testing.assert_close(sdpa(x), skewed(x), atol=1e-5, rtol=1e-5)

@@ -1,0 +1,106 @@
+"""One record per model: a throwaway model, registered with one line, reaches every consumer.
+
+``PastMean`` below stands for a later chapter's module: a causal mixer without
+attention (each token takes the mean of itself and every earlier token). The
+fixture adds its record to ``models.MODELS`` and nothing else; the tests check
+that the profiles, the comparison, the benchmark, the command line, the cache
+test and the causality probes all pick it up.
+"""
+import pytest
+import test_cache
+import test_checks
+import torch
+import torch.nn as nn
+
+from musictx_lite import bench, build_model
+from musictx_lite import compare as C
+from musictx_lite.__main__ import build_parser
+from musictx_lite.config import ModelConfig
+from musictx_lite.decoder import Decoder
+from musictx_lite.models import MODELS, Spec, Timed
+from musictx_lite.profiles import PROFILES
+
+NAME, IMPL = "past-mean", "past mean"
+
+
+class PastMean(nn.Module):
+    """y_t = W (x_1 + ... + x_t) / t: causal, and it samples with a cache (the running sum)."""
+
+    cacheable = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+        s = x.cumsum(1)                                              # (B, T, C)
+        n = torch.arange(1, x.shape[1] + 1, device=x.device)        # (T,)
+        if cache is not None:
+            if "sum" in cache:
+                s, n = s + cache["sum"], n + cache["n"]
+            cache["sum"], cache["n"] = s[:, -1:], n[-1]
+        y = self.proj(s / n[:, None])                                # (B, T, C)
+        return (y, None) if return_attention else y
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: Decoder(cfg, PastMean), 12, "decoder",
+                                           timed={IMPL: Timed(PastMean, lambda L, cfg: 3 * L * cfg.n_embd * 4)}))
+    return NAME
+
+
+def test_the_profiles_size_it_by_its_class(toy):
+    for p in PROFILES.values():
+        assert p.model_config(toy) == p.model_config("relative"), p.name
+        assert p.train_config(toy) == p.train_config("relative"), p.name
+
+
+def test_the_comparison_trains_it_at_the_common_budget(toy):
+    assert C.compared()[toy] == 12 and list(C.compared())[-1] == toy     # the last chapter comes last
+    assert toy not in C.left_out() and toy not in C.one_layer()
+    for p in PROFILES.values():
+        assert C.budget(toy, p) == C.budget("relative", p), p.name
+
+
+def test_the_benchmark_times_its_mixer(toy):
+    impls = bench.implementations()
+    assert list(impls)[-1] == IMPL and impls[IMPL].chapter == 12
+    cfg = ModelConfig(n_embd=32, n_heads=4, block_size=64)
+    assert bench.estimated_bytes(IMPL, 64, cfg) == 3 * 64 * 32 * 4
+    (row,) = bench.bench_attention(lengths=(64,), n_embd=32, repeats=1, names=[IMPL])
+    assert row["impl"] == IMPL and row["fits"] and row["ms"] > 0
+    assert IMPL in [r["impl"] for r in bench.bench_attention(lengths=(16,), n_embd=32, repeats=1, chapter=12)]
+    assert IMPL not in [r["impl"] for r in bench.bench_attention(lengths=(16,), n_embd=32, repeats=1, chapter=4)]
+
+
+def test_the_command_line_offers_it(toy):
+    ap, _ = build_parser()
+    assert ap.parse_args(["train", "--model", toy, "--out", "x"]).model == toy
+    assert ap.parse_args(["compare", "--out", "x", "--models", toy]).models == [toy]
+    assert ap.parse_args(["bench", "attention", "--impl", IMPL]).impl == [IMPL]
+
+
+def test_the_cache_and_causality_tests_cover_it(toy):
+    assert build_model(toy, test_cache.CFG).cacheable
+    test_cache.test_cached_logits_equal_re_encoding_at_every_step(toy)
+    test_checks.test_perturbation_probe_on_every_next_token_model(toy)
+    test_checks.test_gradient_probe_on_every_next_token_model(toy)
+    test_checks.test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(toy)
+
+
+def test_a_leaky_model_fails_the_probes(monkeypatch):
+    """The probes the toy passes can fail: the same record with a mixer that sees the future."""
+
+    class FutureMean(PastMean):
+        cacheable = False
+
+        def forward(self, x, return_attention=False, cache=None):
+            y = self.proj(x.mean(1, keepdim=True).expand_as(x))     # every token sees the whole sequence
+            return (y, None) if return_attention else y
+
+    monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: Decoder(cfg, FutureMean), 12, "decoder"))
+    with pytest.raises(AssertionError):
+        test_checks.test_perturbation_probe_on_every_next_token_model(NAME)
+    with pytest.raises(AssertionError):
+        test_checks.test_gradient_probe_on_every_next_token_model(NAME)
