@@ -33,11 +33,12 @@ import torch
 import torch.nn as nn
 
 from .data import Splits, atomic_write
+from .models import MODELS
 from .tasks import evaluate_nll
 from .training import History
 
 HERE = Path(__file__).parent / "pretrained"
-NAMES = ("sinusoidal", "relative", "relative-voice")     # the paper's Table 2 rows, in its order
+NAMES = tuple(name for name, spec in MODELS.items() if spec.paper)   # the paper's Table 2 rows, in its order
 
 
 def available() -> list[str]:

@@ -74,6 +74,7 @@ class Spec:
     size: str                          # its size class: each profile sizes a class, not a model (profiles.SIZES)
     left_out: str | None = None        # why chapter 11 does not compare it; None: it is compared
     timed: dict[str, Timed] = field(default_factory=dict)   # the implementations that ``bench attention`` times
+    paper: str | None = None           # its row in chapter 11's reproduction of the paper's Table 2, if any
 
 
 def _scores(L: int, cfg: ModelConfig) -> int:
@@ -98,12 +99,13 @@ MODELS: dict[str, Spec] = {
     "transformer": Spec(lambda cfg: Decoder(cfg, heads), 5, "transformer"),              # pre-LN, no positions
     "transformer-post-ln": Spec(lambda cfg: Decoder(cfg, heads, block=post_ln, final_norm=False), 5, "transformer"),
     "learned-positions": Spec(lambda cfg: Decoder(cfg, heads, LearnedPositions), 6, "decoder"),
-    "sinusoidal": Spec(lambda cfg: Decoder(cfg, heads, SinusoidalPositions), 6, "decoder"),
+    "sinusoidal": Spec(lambda cfg: Decoder(cfg, heads, SinusoidalPositions), 6, "decoder",
+                       paper="absolute positions"),
     "shaw": Spec(lambda cfg: Decoder(cfg, lambda c: ShawAttention(c, k=SHAW_K)), 7, "decoder",
                  # every distance its own vectors: (L, L, hs) tensors for a^K, a^V, their gradients, copies
                  timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),
                                              lambda L, cfg: 6 * L * L * (cfg.n_embd // cfg.n_heads) * 4)}),
-    "relative": Spec(lambda cfg: Decoder(cfg, relative), 8, "decoder",                     # chapters 7-8
+    "relative": Spec(lambda cfg: Decoder(cfg, relative), 8, "decoder", paper="relative attention",   # ch. 7-8
                      timed={"skew": Timed(lambda cfg: MultiHeadAttention(cfg, fast=False,
                                                                          score_bias=RelativeGlobal(cfg)))}),
     "rope": Spec(lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, rotary=Rotary(c))), 7, "decoder"),
@@ -121,7 +123,8 @@ MODELS: dict[str, Spec] = {
     "fnet-conv": Spec(lambda cfg: Decoder(cfg, CausalLongConv), 10, "decoder",
                       # complex spectra of length 2L per channel, and their gradients
                       timed={"causal FFT conv": Timed(CausalLongConv, lambda L, cfg: 8 * 2 * L * cfg.n_embd * 8)}),
-    "relative-voice": Spec(lambda cfg: Decoder(cfg, relative, VoiceEmbedding), 11, "decoder"),
+    "relative-voice": Spec(lambda cfg: Decoder(cfg, relative, VoiceEmbedding), 11, "decoder",
+                           paper="+ voice embedding"),
 }
 
 

@@ -24,15 +24,14 @@ import torch
 
 from .compare import budget, train_compared
 from .data import Splits, load_jsb
-from .models import n_params
+from .models import MODELS, n_params
 from .profiles import MODEL_KEYS, Profile, get_profile
 from .tasks import evaluate_nll
 
 WIDTH = 88                      # the book's column
-# (model name, what it is): the absolute baseline first, then relative attention
-JSB_MODELS = (("sinusoidal", "absolute positions"),
-              ("relative", "relative attention"),
-              ("relative-voice", "+ voice embedding"))
+# (model name, what it is): the records of ``MODELS`` with a ``paper`` row, in the book's order (the absolute
+# baseline first, then relative attention)
+JSB_MODELS = tuple((name, spec.paper) for name, spec in MODELS.items() if spec.paper)
 # Huang et al. (2019), Table 2: validation NLL on JSB Chorales
 PAPER = (("Transformer, absolute positions", 0.417),
          ("Transformer, relative attention", 0.357),
