@@ -6,9 +6,14 @@ Notebooks: notebooks/02_self_attention.ipynb, 03_masking.ipynb, 04_multi_head.ip
 
 Row vectors throughout: X is (T, C), Q = X W_Q, K = X W_K, V = X W_V, and
 attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+Every mixer returns one tensor. To look at the weights, run the model inside
+``recording()``: each attention layer that runs then computes its weights and
+hands them over, in the order the layers ran.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -30,6 +35,32 @@ def causal_mask(T: int, device: torch.device | str | None = None, n_keys: int | 
     return torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)
 
 
+_RECORDINGS: list[list[torch.Tensor]] = []         # the open ``recording()`` lists, the innermost last
+
+
+@contextlib.contextmanager
+def recording():
+    """``with recording() as weights: model(x)`` leaves in ``weights`` the attention weights of every layer
+    that ran, in order: (B, T, Tk) for one head, (B, nh, T, Tk) for several. Outside, no layer computes
+    weights it does not need (and the fused kernels may run)."""
+    weights: list[torch.Tensor] = []
+    _RECORDINGS.append(weights)
+    try:
+        yield weights
+    finally:
+        _RECORDINGS.pop()
+
+
+def is_recording() -> bool:
+    return bool(_RECORDINGS)
+
+
+def record(weights: torch.Tensor | None) -> None:
+    """Hand ``weights`` to the innermost open ``recording()``, if there is one."""
+    if _RECORDINGS and weights is not None:
+        _RECORDINGS[-1].append(weights)
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
               bias: torch.Tensor | None = None, causal: bool = False,
               need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -41,11 +72,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     bias says (relative positions, chapters 7-9, live there). Without
     ``need_weights`` the weights come back as None, and the fused
     ``F.scaled_dot_product_attention`` computes the same output (on a CPU, only
-    without a bias). With fewer queries than keys (a key/value cache, chapter 11),
-    the queries are the last positions.
+    without a bias). Inside ``recording()`` the weights are computed and recorded.
+    With fewer queries than keys (a key/value cache, chapter 11), the queries are
+    the last positions.
     """
     Tq, Tk = q.shape[-2], k.shape[-2]
     causal = causal and Tq > 1                                       # one new query may see every key
+    need_weights = need_weights or is_recording()
     if not need_weights and bias is None and mask is None and (Tq == Tk or not causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal), None   # fused kernels
     if causal:
@@ -62,6 +95,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)                              # (..., Tq, Tk), rows sum to 1
+    record(weights)
     return weights @ v, (weights if need_weights else None)          # (..., Tq, d_v)
 
 
@@ -91,11 +125,11 @@ class Head(nn.Module):
         self.causal = causal
         self.cacheable = causal           # without the mask, earlier outputs change as tokens arrive
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         q, k, v = self.query(x), self.key(x), self.value(x)            # (B, T, hs) each
         k, v = remember(cache, k, v)                                    # (B, t + T, hs) with a cache
-        out, w = attention(q, k, v, causal=self.causal, need_weights=return_attention)   # (B, T, hs), (B, T, T)
-        return (out, w) if return_attention else out
+        out, _ = attention(q, k, v, causal=self.causal, need_weights=False)   # (B, T, hs)
+        return out
 
 
 class MultiHeadLoop(nn.Module):
@@ -120,7 +154,7 @@ class MultiHeadAttention(nn.Module):
     ``rotary(x, start)`` maps queries or keys (B, nh, T, hs) at positions start.. to
     rotated ones (RoPE, chapter 7); ``mask(T, device)`` says which keys each query may see, on top
     of the causal mask (a band, chapter 9). ``fast=False`` always takes the
-    readable path; otherwise SDPA runs unless the weights are asked for.
+    readable path; otherwise SDPA runs unless the weights are recorded.
     Subclasses that compute attention differently (chapters 7 and 9) override ``attend``.
 
     With a ``cache`` (a dict of this layer's, chapter 11) it takes the new
@@ -142,7 +176,7 @@ class MultiHeadAttention(nn.Module):
         """Can it sample with a key/value cache? Not without the causal mask, nor with a custom mask."""
         return self.causal and self.mask is None
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                          # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
@@ -151,9 +185,8 @@ class MultiHeadAttention(nn.Module):
             q, k = self.rotary(q, start), self.rotary(k, start)         # (B, nh, T, hs) each
         if cache is not None:
             k, v = self.extend(cache, k, v)                             # (B, nh, t + T, hs) each
-        y, w = self.attend(q, k, v, need_weights=return_attention or not self.fast)
-        y = self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
-        return (y, w) if return_attention else y                      # w: (B, nh, T, t + T)
+        y, _ = self.attend(q, k, v, need_weights=not self.fast)         # (B, nh, T, hs)
+        return self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))   # (B, T, C)
 
     def extend(self, cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The keys and values the new queries see: every earlier one and their own."""
@@ -162,6 +195,7 @@ class MultiHeadAttention(nn.Module):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
         """Each head's output (B, nh, T, hs) and weights (B, nh, T, T) or None, from its q, k, v.
+        Weights computed inside ``recording()`` are recorded.
 
         With a cache, q holds the newest T of the k.shape[-2] positions."""
         bias = self.score_bias(q, k.shape[-2]) if self.score_bias is not None else None   # (B, nh, T, Tk)
@@ -194,11 +228,12 @@ def attention_weights(model: nn.Module, tokens, layer: int = -1) -> torch.Tensor
 
     ``tokens`` (T,) may be a list, an array or a tensor on any device; it is moved
     to the model's device. Returns (T, T) for one head, (nh, T, T) for several;
-    ``layer`` picks the layer of a decoder.
+    ``layer`` picks the layer of a decoder (the layers record in order).
     """
     x = to_model(model, tokens)[None]                                   # (1, T)
-    with evaluating(model):
-        _, w = model(x, return_attention=True)
-    if isinstance(w, (list, tuple)):                                    # a decoder: one entry per layer
-        w = w[layer]
-    return w[0].float().cpu()                                           # (T, T) or (nh, T, T)
+    with evaluating(model), recording() as weights:
+        model(x)
+    if not weights:
+        raise ValueError(f"{getattr(model, 'name', type(model).__name__)} computes no attention weights "
+                         f"(an LSTM without attention, or a Fourier mixer)")
+    return weights[layer][0].float().cpu()                              # (T, T) or (nh, T, T)

@@ -55,21 +55,12 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
         self.ff = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        kw = {} if cache is None else {"cache": cache}           # the mixer's cache when sampling (chapter 11)
         if self.pre_ln:
-            m, w = self._mix(self.ln1(x), return_attention, cache)
-            x = x + m                                            # (B, T, C)
+            x = x + self.mixer(self.ln1(x), **kw)                # (B, T, C)
             x = x + self.ff(self.ln2(x))
         else:
-            m, w = self._mix(x, return_attention, cache)
-            x = self.ln1(x + m)
+            x = self.ln1(x + self.mixer(x, **kw))
             x = self.ln2(x + self.ff(x))
-        return (x, w) if return_attention else x
-
-    def _mix(self, x: torch.Tensor, return_attention: bool, cache: dict | None = None):
-        """The mixer's output, and its weights when asked for (None for a mixer without any).
-        ``cache``, the mixer's key/value cache when sampling (chapter 11), is passed on when given."""
-        kw = {} if cache is None else {"cache": cache}
-        if return_attention:
-            return self.mixer(x, return_attention=True, **kw)
-        return self.mixer(x, **kw), None
+        return x

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, causal_mask
+from .attention import MultiHeadAttention, causal_mask, recording
 from .checks import future_effect, gradient_dependency
 from .config import ModelConfig
 from .decoder import Decoder
@@ -291,8 +291,8 @@ def check_3_1(head, C: int | None = None) -> str:
 
     ``head``: your nn.Module class, built here as ``head(C, C)`` (n_embd, head_size; C = 16) like
     ``attention.Head``, or an instance with head_size = n_embd (checked on its device). ``forward(x)`` maps (B, T, C) to
-    (B, T, head_size); if it takes ``return_attention=True`` and then returns ``(out, weights)``, the
-    weights (B, T, T) are checked too.
+    (B, T, head_size); if it computes its weights with ``attention.attention``, or hands them to
+    ``attention.record``, the weights (B, T, T) it records inside ``attention.recording()`` are checked too.
 
     Checks: output t depends on the inputs up to t + 1 and on no later one (the gradient probe
     ``checks.gradient_dependency``, T = 10); the weights are zero beyond t + 1, positive at t + 1,
@@ -318,21 +318,20 @@ def check_3_1(head, C: int | None = None) -> str:
         raise _Fail(f"output {missing[0]} does not depend on input {missing[0] + 1}: the head does not see t + 1 "
                     f"(the mask is j <= i + 1, i.e. tril(1))")
     checked = "output t depends on inputs up to t + 1 only (gradient probe)"
-    if "return_attention" in inspect.signature(m.forward).parameters:
-        with evaluating(m), torch.no_grad():
-            res = _call("your head with return_attention=True", m, x, return_attention=True)
-        if isinstance(res, (tuple, list)) and len(res) == 2 and res[1] is not None:
-            w = _tensor("the weights", res[1]).double()
-            if tuple(w.shape) != (2, T, T):
-                raise _Fail(f"the weights have shape {tuple(w.shape)}, expected {(2, T, T)}")
-            beyond = w.triu(2).abs().max().item()
-            if beyond > 1e-6:
-                raise _Fail(f"weights beyond t + 1 are not zero (up to {beyond:.3f})")
-            if w.diagonal(1, -2, -1).min() <= 0:
-                raise _Fail("a query gives weight 0 to the key at t + 1")
-            if (w.sum(-1) - 1).abs().max() > 1e-5:
-                raise _Fail("rows of the weights do not sum to 1")
-            checked += "; weights zero beyond t + 1, positive at t + 1, rows sum to 1"
+    with evaluating(m), torch.no_grad(), recording() as recorded:
+        _call("your head inside recording()", m, x)
+    if recorded:
+        w = _tensor("the weights", recorded[-1]).double()
+        if tuple(w.shape) != (2, T, T):
+            raise _Fail(f"the weights have shape {tuple(w.shape)}, expected {(2, T, T)}")
+        beyond = w.triu(2).abs().max().item()
+        if beyond > 1e-6:
+            raise _Fail(f"weights beyond t + 1 are not zero (up to {beyond:.3f})")
+        if w.diagonal(1, -2, -1).min() <= 0:
+            raise _Fail("a query gives weight 0 to the key at t + 1")
+        if (w.sum(-1) - 1).abs().max() > 1e-5:
+            raise _Fail("rows of the weights do not sum to 1")
+        checked += "; weights zero beyond t + 1, positive at t + 1, rows sum to 1"
     cfg = ModelConfig(n_embd=C, n_heads=1, n_layers=1, block_size=32)
     model = Decoder(cfg, lambda c: m, LearnedPositions, block=None, final_norm=False).to(dev)
     past, _ = _call("chapter 3's model with your head", future_effect, model)

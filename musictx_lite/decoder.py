@@ -68,8 +68,8 @@ class Decoder(nn.Module):
                              f"a mixer is not causal, so every new token changes earlier outputs")
         return DecoderCache(len(self.blocks))
 
-    def forward(self, idx: torch.Tensor, return_attention: bool = False, cache: DecoderCache | None = None):
-        """Logits (B, T, V) for tokens (B, T); with ``return_attention``, also each layer's weights.
+    def forward(self, idx: torch.Tensor, cache: DecoderCache | None = None) -> torch.Tensor:
+        """Logits (B, T, V) for tokens (B, T). (Each layer's weights: ``attention.recording()``.)
 
         With a ``cache`` (from ``new_cache``), ``idx`` holds the new tokens only: the prompt, then one token per call.
         """
@@ -81,15 +81,9 @@ class Decoder(nn.Module):
         if self.positions is not None:
             x = self.positions(x, start) if start else self.positions(x)   # (B, T, C)
         x = self.drop(x)
-        weights = []
         for i, block in enumerate(self.blocks):
             kw = {} if cache is None else {"cache": cache.layers[i]}
-            if return_attention:
-                x, w = block(x, return_attention=True, **kw)     # w: (B, nh, T, T), or None
-                weights.append(w)
-            else:
-                x = block(x, **kw)                               # (B, T, C)
+            x = block(x, **kw)                                   # (B, T, C)
         if cache is not None:
             cache.pos += T
-        logits = self.readout(self.ln_f(x))                      # (B, T, V)
-        return (logits, weights) if return_attention else logits
+        return self.readout(self.ln_f(x))                        # (B, T, V)

@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import Head
+from .attention import Head, recording
 from .config import ModelConfig
 from .data import Piece
 from .device import to_model
@@ -61,11 +61,12 @@ def fill_logits(model: nn.Module, steps: torch.Tensor, voice: int,
     """
     x, _ = hide(torch.as_tensor(steps), torch.full((len(steps),), voice))
     kw = {"weights": to_model(model, weights)} if weights is not None else {}
-    with evaluating(model):
-        out = model(to_model(model, x), return_attention=return_attention, **kw)
-    if return_attention:
-        return out[0].float().cpu(), out[1].float().cpu()
-    return out.float().cpu()
+    with evaluating(model), recording() as recorded:
+        logits = model(to_model(model, x), **kw).float().cpu()          # (N, 4, V)
+    if not return_attention:
+        return logits
+    w = recorded[0] if recorded else kw["weights"].expand(len(x), 4, 4)   # (N, 4, 4)
+    return logits, w.float().cpu()
 
 
 @torch.no_grad()
@@ -120,11 +121,10 @@ class VoiceFill(nn.Module):
         self.attn = Head(cfg.n_embd, cfg.n_embd, causal=False)
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
-    def forward(self, idx: torch.Tensor, return_attention: bool = False, weights: torch.Tensor | None = None):
+    def forward(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         x = self.tok_emb(idx) + self.voice_emb                         # (B, 4, C)
-        y, w = self.attn(x, return_attention=True)                     # (B, 4, C), (B, 4, 4)
-        if weights is not None:                                        # the same (4, 4) weights at every step
-            w = weights.to(w.dtype).expand_as(w)
-            y = w @ self.attn.value(x)
-        logits = self.readout(y)                                       # (B, 4, V)
-        return (logits, w) if return_attention else logits
+        if weights is None:
+            y = self.attn(x)                                           # (B, 4, C)
+        else:                                                          # the same (4, 4) weights at every step
+            y = weights.to(x.dtype) @ self.attn.value(x)               # (4, 4) @ (B, 4, C)
+        return self.readout(y)                                         # (B, 4, V)

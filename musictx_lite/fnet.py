@@ -63,12 +63,11 @@ class FourierMixer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         if cache is not None:
             raise ValueError("FourierMixer mixes every position with every other, the future included: "
                              "it cannot generate token by token from a cache")
-        y = torch.fft.fft2(for_fft(x), dim=(-2, -1)).real.to(x.dtype)   # (B, T, C): over T and C, never B
-        return (y, None) if return_attention else y
+        return torch.fft.fft2(for_fft(x), dim=(-2, -1)).real.to(x.dtype)   # (B, T, C): over T and C, never B
 
 
 class CausalFourierMatrix(nn.Module):
@@ -86,7 +85,7 @@ class CausalFourierMatrix(nn.Module):
         self.L = cfg.block_size
         self.M = nn.Parameter(dft_real(self.L) / math.sqrt(self.L * cfg.n_embd))   # (L, L)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         T = x.shape[1]
         if cache is not None and "u" in cache:
             y = self._step(x, cache)
@@ -98,8 +97,7 @@ class CausalFourierMatrix(nn.Module):
             y = self.M[:T, :T].tril().to(u.dtype) @ u                  # (T, T) @ (B, T, C) -> (B, T, C)
             if cache is not None:
                 cache["u"] = u
-        y = y.to(x.dtype)
-        return (y, None) if return_attention else y
+        return y.to(x.dtype)
 
     def _step(self, x: torch.Tensor, cache: dict) -> torch.Tensor:
         """One new token x (B, 1, C) at position t: y_t = M[t, :t+1] u[:t+1], O(t C)."""
@@ -160,7 +158,7 @@ class CausalLongConv(nn.Module):
         h = torch.randn(C, L) * torch.exp(-k / tau[:, None])           # (C, L)
         self.h = nn.Parameter(h / h.norm(dim=1, keepdim=True) / math.sqrt(C))
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         if cache is not None and "u" in cache:
             y = self._step(x, cache)
         else:
@@ -168,8 +166,7 @@ class CausalLongConv(nn.Module):
             y = causal_fft_conv(u, self.h)                             # (B, T, C)
             if cache is not None:
                 cache["u"] = u[:, -self.h.shape[1]:]                   # older inputs never matter again
-        y = y.to(x.dtype)
-        return (y, None) if return_attention else y
+        return y.to(x.dtype)
 
     def _step(self, x: torch.Tensor, cache: dict) -> torch.Tensor:
         """One new token x (B, 1, C): y_t = sum_s h[:, t - s] u_s over the last L inputs, O(L C)."""

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, remember
+from .attention import MultiHeadAttention, is_recording, record, remember
 from .config import ModelConfig
 
 
@@ -96,12 +96,16 @@ class LocalAttention(MultiHeadAttention):
         return k, v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
+        need_weights = need_weights or is_recording()
         if q.shape[-2] == k.shape[-2]:                                  # the whole sequence (or the prompt)
-            return local_relative_attention(q, k, v, self.E, self.N, need_weights)
+            y, w = local_relative_attention(q, k, v, self.E, self.N, need_weights)
+            record(w)                                                   # dense (B, nh, T, T)
+            return y, w
         if q.shape[-2] != 1:
             raise ValueError("local attention with a cache: feed the prompt at once, then one token at a time")
         # one new query, the last of the kept keys: distances -(Tk - 1) .. 0, all visible
         Tk, d = k.shape[-2], q.shape[-1]
         rel = q @ self.E[:, 2 * self.N - Tk:].to(q.dtype).transpose(-2, -1)   # (B, nh, 1, Tk)
         w = F.softmax((q @ k.transpose(-2, -1) + rel) / math.sqrt(d), dim=-1)   # (B, nh, 1, Tk)
+        record(w)
         return w @ v, (w if need_weights else None)                     # (B, nh, 1, hs)

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, causal_mask
+from .attention import MultiHeadAttention, causal_mask, record
 from .config import ModelConfig
 
 
@@ -63,6 +63,7 @@ class ShawAttention(MultiHeadAttention):
         scores = q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, aK)   # (B, nh, T, Tk)
         scores = (scores / math.sqrt(d)).masked_fill(~causal_mask(T, q.device, Tk), float("-inf"))
         w = F.softmax(scores, dim=-1)                                   # (B, nh, T, T)
+        record(w)                                                       # inside attention.recording()
         y = w @ v + torch.einsum("bhij,ijd->bhid", w, aV)               # (B, nh, T, hs)
         return y, (w if need_weights else None)
 

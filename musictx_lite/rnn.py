@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention import record
 from .config import ModelConfig
 from .tasks import NEXT_TOKEN
 
@@ -72,12 +73,12 @@ class LSTMAttention(LSTMModel):
         alpha = F.softmax(e, dim=-1)                       # (B, T, S), rows sum to 1
         return alpha @ past, alpha                         # (B, T, C), (B, T, S)
 
-    def forward(self, idx: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, idx: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         h = self.run_lstm(idx, cache)                      # (B, T, C)
         past = None
         if cache is not None:                              # every state so far
             past = cache["h"] = torch.cat([cache["h"], h], dim=1) if "h" in cache else h
         c, alpha = self.attend(h, past)                    # (B, T, C), (B, T, T)
+        record(alpha)                                      # inside attention.recording()
         out = torch.tanh(self.combine(torch.cat([h, c], dim=-1)))   # (B, T, C)
-        logits = self.readout(self.drop(out))                 # (B, T, V)
-        return (logits, alpha) if return_attention else logits
+        return self.readout(self.drop(out))                # (B, T, V)

@@ -173,9 +173,9 @@ def attention_maps(model: nn.Module, pitches: np.ndarray) -> list[torch.Tensor]:
     for layer in range(n_layers(model)):
         try:
             w = attention_weights(model, tokens, layer)                 # moved to the model's device inside
-        except TypeError as e:                                          # no return_attention, or None weights
+        except ValueError as e:                                         # nothing recorded
             raise ValueError(f"{_name(model)} has no attention weights to show (an LSTM without attention, "
-                             f"or a Fourier mixer): {e}") from e
+                             f"or a Fourier mixer)") from e
         maps.append(w if w.dim() == 3 else w[None])                     # (nh, T, T); one head: (1, T, T)
     return maps
 

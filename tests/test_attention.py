@@ -5,7 +5,8 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.attention import Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask
+from musictx_lite.attention import (Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask,
+                                    recording)
 from musictx_lite.blocks import Block, FeedForward, LayerNorm
 from musictx_lite.decoder import Decoder
 from musictx_lite.fill import VoiceFill, evaluate_fill_nll, hide
@@ -68,9 +69,17 @@ def test_loop_batched_sdpa_and_torch_agree():
     torch.testing.assert_close(fast(x), ref, atol=1e-6, rtol=1e-5)
     out = torch_mha(x, x, x, attn_mask=~causal_mask(10), need_weights=False)[0]
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
-    _, w = batched(x, return_attention=True)
-    assert w.shape == (3, 4, 10, 10)
-    torch.testing.assert_close(w[:, 1], loop.heads[1](x, return_attention=True)[1])
+    with recording() as ws:
+        batched(x)
+        loop(x)                                              # the loop's heads record one by one
+    assert len(ws) == 1 + 4 and ws[0].shape == (3, 4, 10, 10)
+    torch.testing.assert_close(ws[0][:, 1], ws[1 + 1])
+    with recording() as ws:
+        with recording() as inner:                           # the innermost recording gets them
+            y = fast(x)                                      # SDPA gives no weights: the explicit path runs
+    assert ws == [] and len(inner) == 1 and torch.allclose(inner[0].sum(-1), torch.ones(3, 4, 10))
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(inner[0], recorded(batched, x))     # the same weights on both paths
 
 
 def test_layernorm_normalises_each_token_over_features():
@@ -171,7 +180,9 @@ def test_multi_head_attention_takes_a_score_bias_and_a_mask():
     band = lambda T, device: (torch.arange(T, device=device)[:, None] - torch.arange(T, device=device)) <= 3  # noqa: E731
     mha = MultiHeadAttention(CFG, score_bias=Shift(), mask=band).eval()
     x = torch.randn(2, 10, 32)
-    y, w = mha(x, return_attention=True)
+    with recording() as ws:
+        y = mha(x)
+    (w,) = ws
     torch.testing.assert_close(mha(x), y, atol=1e-5, rtol=1e-5)                             # SDPA path agrees
     lags = torch.arange(10)[:, None] - torch.arange(10)[None, :]
     assert (w[..., (lags > 3) | (lags < 0)] == 0).all() and torch.allclose(w.sum(-1), torch.ones(2, 4, 10))
@@ -192,7 +203,18 @@ def test_attention_weights_from_any_decoder_layer():
         torch.testing.assert_close(w.sum(-1), torch.ones(CFG.n_heads, 12))
         assert (w[:, ~causal_mask(12)] == 0).all()
     x = m.tok_emb(tokens[None])
-    _, w0 = m.blocks[0].mixer(m.blocks[0].ln1(x), return_attention=True)                    # layer 0 by hand
-    torch.testing.assert_close(ws[0], w0[0])
+    with recording() as w0:
+        m.blocks[0].mixer(m.blocks[0].ln1(x))                                                # layer 0 by hand
+    torch.testing.assert_close(ws[0], w0[0][0])
+    with pytest.raises(ValueError, match="computes no attention weights"):
+        attention_weights(build_model("fnet-conv", CFG), tokens)
     lstm_w = attention_weights(build_model("lstm-attention", CFG), tokens)                  # one (T, T) matrix
     assert lstm_w.shape == (12, 12)
+
+
+def recorded(layer, x):
+    """The one weight tensor ``layer`` records on ``x``."""
+    with recording() as ws:
+        layer(x)
+    (w,) = ws
+    return w

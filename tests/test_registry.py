@@ -32,15 +32,14 @@ class PastMean(nn.Module):
         super().__init__()
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False, cache: dict | None = None):
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         s = x.cumsum(1)                                              # (B, T, C)
         n = torch.arange(1, x.shape[1] + 1, device=x.device)        # (T,)
         if cache is not None:
             if "sum" in cache:
                 s, n = s + cache["sum"], n + cache["n"]
             cache["sum"], cache["n"] = s[:, -1:], n[-1]
-        y = self.proj(s / n[:, None])                                # (B, T, C)
-        return (y, None) if return_attention else y
+        return self.proj(s / n[:, None])                             # (B, T, C)
 
 
 @pytest.fixture
@@ -95,9 +94,8 @@ def test_a_leaky_model_fails_the_probes(monkeypatch):
     class FutureMean(PastMean):
         cacheable = False
 
-        def forward(self, x, return_attention=False, cache=None):
-            y = self.proj(x.mean(1, keepdim=True).expand_as(x))     # every token sees the whole sequence
-            return (y, None) if return_attention else y
+        def forward(self, x, cache=None):
+            return self.proj(x.mean(1, keepdim=True).expand_as(x))  # every token sees the whole sequence
 
     monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: Decoder(cfg, FutureMean), 12, "decoder"))
     with pytest.raises(AssertionError):

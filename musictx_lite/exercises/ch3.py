@@ -23,12 +23,12 @@ __all__ = ["exercise_3_1", "exercise_3_2"]
 class PeekHead(Head):
     """A head whose query i may see the keys j <= i + 1: its own past and one token of the future."""
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[1]
         peek = torch.ones(T, T, dtype=torch.bool, device=x.device).tril(1)        # j <= i + 1
         q, k, v = self.query(x), self.key(x), self.value(x)                       # (B, T, hs) each
-        out, w = attention(q, k, v, peek, need_weights=return_attention)
-        return (out, w) if return_attention else out
+        out, _ = attention(q, k, v, peek)                                         # (B, T, hs)
+        return out
 
 
 def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: int | None = None,
