@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -99,18 +100,31 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return weights @ v, (weights if need_weights else None)          # (..., Tq, d_v)
 
 
-def remember(cache: dict | None, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass
+class KVCache:
+    """A layer's keys and values while sampling (chapter 11): (..., t, d) each; None before the prompt."""
+
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+
+    @property
+    def seen(self) -> int:
+        """The tokens seen so far, which is the position of the next one."""
+        return 0 if self.k is None else self.k.shape[-2]
+
+
+def remember(cache: KVCache | None, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Append this call's keys and values (..., T, d) to those in ``cache``; return all of them.
 
     The key/value cache of chapter 11: when sampling, the keys and values of
     earlier tokens never change, so each step computes them for the new token
-    only. ``cache`` is a layer's own dict (empty before the prompt), or None.
+    only. ``cache`` is the layer's own (from its ``new_cache()``), or None.
     """
     if cache is None:
         return k, v
-    if "k" in cache:
-        k, v = torch.cat([cache["k"], k], dim=-2), torch.cat([cache["v"], v], dim=-2)   # (..., t + T, d)
-    cache["k"], cache["v"] = k, v
+    if cache.k is not None:
+        k, v = torch.cat([cache.k, k], dim=-2), torch.cat([cache.v, v], dim=-2)   # (..., t + T, d)
+    cache.k, cache.v = k, v
     return k, v
 
 
@@ -123,9 +137,13 @@ class Head(nn.Module):
         self.key = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)
         self.causal = causal
-        self.cacheable = causal           # without the mask, earlier outputs change as tokens arrive
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def new_cache(self) -> KVCache | None:
+        """An empty cache to sample with (chapter 11); None without the mask: then every new token
+        changes the earlier outputs, and nothing computed before can be kept."""
+        return KVCache() if self.causal else None
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         q, k, v = self.query(x), self.key(x), self.value(x)            # (B, T, hs) each
         k, v = remember(cache, k, v)                                    # (B, t + T, hs) with a cache
         out, _ = attention(q, k, v, causal=self.causal, need_weights=False)   # (B, T, hs)
@@ -148,49 +166,46 @@ class MultiHeadLoop(nn.Module):
 class MultiHeadAttention(nn.Module):
     """The same computation batched: one projection for Q, K, V of all heads, one matmul.
 
-    Three hooks let later chapters change how positions enter, without a new class:
+    Two hooks let later chapters change how positions enter, without a new class:
     ``score_bias(q, n_keys)`` maps the queries (B, nh, T, hs) to an additive term
     of the scores, (B or 1, nh, T, n_keys) (relative positions and ALiBi, chapters 7-8);
     ``rotary(x, start)`` maps queries or keys (B, nh, T, hs) at positions start.. to
-    rotated ones (RoPE, chapter 7); ``mask(T, device)`` says which keys each query may see, on top
-    of the causal mask (a band, chapter 9). ``fast=False`` always takes the
+    rotated ones (RoPE, chapter 7). ``fast=False`` always takes the
     readable path; otherwise SDPA runs unless the weights are recorded.
     Subclasses that compute attention differently (chapters 7 and 9) override ``attend``.
 
-    With a ``cache`` (a dict of this layer's, chapter 11) it takes the new
+    With a ``cache`` (from ``new_cache()``, chapter 11) it takes the new
     tokens only: the prompt first, then one token per call. ``extend`` decides
     which keys and values to keep: all of them here, two blocks in chapter 9.
     """
 
     def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True,
-                 score_bias: nn.Module | None = None, mask=None, rotary: nn.Module | None = None):
+                 score_bias: nn.Module | None = None, rotary: nn.Module | None = None):
         super().__init__()
         self.n_heads, self.causal, self.fast = cfg.n_heads, causal, fast
-        self.score_bias, self.mask, self.rotary = score_bias, mask, rotary
+        self.score_bias, self.rotary = score_bias, rotary
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)  # [W_Q | W_K | W_V] of all heads
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)                  # W_O
         self.drop = nn.Dropout(cfg.dropout)
 
-    @property
-    def cacheable(self) -> bool:
-        """Can it sample with a key/value cache? Not without the causal mask, nor with a custom mask."""
-        return self.causal and self.mask is None
+    def new_cache(self) -> KVCache | None:
+        """An empty key/value cache to sample with (chapter 11); None without the causal mask."""
+        return KVCache() if self.causal else None
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                          # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
         if self.rotary is not None:                                     # rotate by the tokens' positions
-            start = cache.get("n", 0) if cache is not None else 0
+            start = cache.seen if cache is not None else 0
             q, k = self.rotary(q, start), self.rotary(k, start)         # (B, nh, T, hs) each
         if cache is not None:
             k, v = self.extend(cache, k, v)                             # (B, nh, t + T, hs) each
         y, _ = self.attend(q, k, v, need_weights=not self.fast)         # (B, nh, T, hs)
         return self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))   # (B, T, C)
 
-    def extend(self, cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def extend(self, cache: KVCache, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The keys and values the new queries see: every earlier one and their own."""
-        cache["n"] = cache.get("n", 0) + k.shape[-2]                   # tokens seen so far
         return remember(cache, k, v)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
@@ -199,8 +214,7 @@ class MultiHeadAttention(nn.Module):
 
         With a cache, q holds the newest T of the k.shape[-2] positions."""
         bias = self.score_bias(q, k.shape[-2]) if self.score_bias is not None else None   # (B, nh, T, Tk)
-        mask = self.mask(q.shape[-2], q.device) if self.mask is not None else None        # (T, T)
-        return attention(q, k, v, mask, bias, self.causal, need_weights=need_weights)
+        return attention(q, k, v, bias=bias, causal=self.causal, need_weights=need_weights)
 
     @torch.no_grad()
     def load_from_loop(self, loop: MultiHeadLoop) -> "MultiHeadAttention":

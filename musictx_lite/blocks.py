@@ -55,7 +55,7 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
         self.ff = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
         kw = {} if cache is None else {"cache": cache}           # the mixer's cache when sampling (chapter 11)
         if self.pre_ln:
             x = x + self.mixer(self.ln1(x), **kw)                # (B, T, C)

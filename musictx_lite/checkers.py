@@ -792,7 +792,8 @@ def check_10_3(cached_logits: Callable, model: nn.Module | None = None) -> str:
 
     ``cached_logits(model, tokens, prefill)``: your function. ``model`` is a pre-LN ``Decoder`` with
     cacheable mixers (``fnet-conv``, say), ``tokens`` a 1-D LongTensor on the CPU. It feeds the first
-    ``prefill`` tokens in one call and then one token per call (token embedding; per block
+    ``prefill`` tokens in one call and then one token per call (token embedding; per block, with
+    ``cache = block.mixer.new_cache()`` made once,
     ``x = x + block.mixer(block.ln1(x), cache=cache)``, ``x = x + block.ff(block.ln2(x))``; then
     ``ln_f`` and ``readout``) and returns the logits (T, V), on any device.
 

@@ -16,8 +16,9 @@ chapters:
 The read-out is called ``readout``, so that it is never mistaken for an attention ``Head``.
 
 Sampling (chapter 11) feeds the prompt once and then one token per call, with
-a ``DecoderCache``: the number of tokens seen, and a dict per layer in which
-the mixer keeps its keys and values, so no step recomputes an earlier token.
+a ``DecoderCache``: the number of tokens seen (the one position counter), and
+each layer's cache, made by its mixer's ``new_cache()``, in which the mixer
+keeps its keys and values, so no step recomputes an earlier token.
 """
 from __future__ import annotations
 
@@ -32,11 +33,11 @@ from .tasks import NEXT_TOKEN
 
 
 class DecoderCache:
-    """What a decoder keeps between sampling steps: how many tokens it has seen, and one dict per layer."""
+    """What a decoder keeps between sampling steps: how many tokens it has seen, and each layer's cache."""
 
-    def __init__(self, n_layers: int):
+    def __init__(self, layers: list):
         self.pos = 0
-        self.layers: list[dict] = [{} for _ in range(n_layers)]
+        self.layers = layers
 
 
 class Decoder(nn.Module):
@@ -57,16 +58,22 @@ class Decoder(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd) if final_norm else nn.Identity()
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
+    def _layer_caches(self) -> list:
+        """A new cache from each mixer's ``new_cache()``; None where a mixer keeps none."""
+        mixers = [b.mixer if isinstance(b, Block) else b for b in self.blocks]
+        return [m.new_cache() if hasattr(m, "new_cache") else None for m in mixers]
+
     @property
     def cacheable(self) -> bool:
         """Can it sample with a cache? Only if every mixer is causal and keeps a cache."""
-        return all(getattr(b.mixer if isinstance(b, Block) else b, "cacheable", False) for b in self.blocks)
+        return all(c is not None for c in self._layer_caches())
 
     def new_cache(self) -> DecoderCache:
-        if not self.cacheable:
+        layers = self._layer_caches()
+        if any(c is None for c in layers):
             raise ValueError(f"{getattr(self, 'name', type(self).__name__)} cannot sample with a cache: "
                              f"a mixer is not causal, so every new token changes earlier outputs")
-        return DecoderCache(len(self.blocks))
+        return DecoderCache(layers)
 
     def forward(self, idx: torch.Tensor, cache: DecoderCache | None = None) -> torch.Tensor:
         """Logits (B, T, V) for tokens (B, T). (Each layer's weights: ``attention.recording()``.)

@@ -21,18 +21,26 @@ u = Re(F_hidden(x)), and mix the sequence causally:
   long-convolution models (S4, Hyena); it knows relative offsets only.
 
 Every mixer maps (B, T, C) to (B, T, C) and plugs into ``Decoder`` in place of
-attention. The causal ones also run step by step with a cache (``cache``: a
-dict the layer owns; prefill with the prompt, then one token per call).
+attention. The causal ones also run step by step with a cache (``new_cache()``:
+a ``FourierCache``; prefill with the prompt, then one token per call).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
+
+
+@dataclass
+class FourierCache:
+    """What a causal Fourier mixer keeps while sampling: u = Re(F_hidden(x)) of the inputs it still needs."""
+
+    u: torch.Tensor | None = None                                      # (B, t, C)
 
 
 def for_fft(x: torch.Tensor) -> torch.Tensor:
@@ -58,12 +66,13 @@ class FourierMixer(nn.Module):
     and the transform depends on the length T of the input.
     """
 
-    cacheable = False
-
     def __init__(self, cfg: ModelConfig):
         super().__init__()
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def new_cache(self) -> None:
+        return None                      # every new token changes every earlier output: nothing to keep
+
+    def forward(self, x: torch.Tensor, cache: FourierCache | None = None) -> torch.Tensor:
         if cache is not None:
             raise ValueError("FourierMixer mixes every position with every other, the future included: "
                              "it cannot generate token by token from a cache")
@@ -78,16 +87,17 @@ class CausalFourierMatrix(nn.Module):
     parameters; inputs longer than L are an error.
     """
 
-    cacheable = True
-
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.L = cfg.block_size
         self.M = nn.Parameter(dft_real(self.L) / math.sqrt(self.L * cfg.n_embd))   # (L, L)
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def new_cache(self) -> FourierCache:
+        return FourierCache()
+
+    def forward(self, x: torch.Tensor, cache: FourierCache | None = None) -> torch.Tensor:
         T = x.shape[1]
-        if cache is not None and "u" in cache:
+        if cache is not None and cache.u is not None:
             y = self._step(x, cache)
         else:
             if T > self.L:
@@ -96,17 +106,17 @@ class CausalFourierMatrix(nn.Module):
             u = hidden_fourier(x)                                      # (B, T, C)
             y = self.M[:T, :T].tril().to(u.dtype) @ u                  # (T, T) @ (B, T, C) -> (B, T, C)
             if cache is not None:
-                cache["u"] = u
+                cache.u = u
         return y.to(x.dtype)
 
-    def _step(self, x: torch.Tensor, cache: dict) -> torch.Tensor:
+    def _step(self, x: torch.Tensor, cache: FourierCache) -> torch.Tensor:
         """One new token x (B, 1, C) at position t: y_t = M[t, :t+1] u[:t+1], O(t C)."""
-        u = torch.cat([cache["u"], hidden_fourier(x)], dim=1)          # (B, t + 1, C)
+        u = torch.cat([cache.u, hidden_fourier(x)], dim=1)          # (B, t + 1, C)
         t = u.shape[1] - 1
         if t >= self.L:
             raise ValueError(f"CausalFourierMatrix has a ({self.L}, {self.L}) mixing matrix: position {t} "
                              f"is past block_size = {self.L}")
-        cache["u"] = u
+        cache.u = u
         return torch.einsum("s,bsc->bc", self.M[t, : t + 1].to(u.dtype), u)[:, None]   # (B, 1, C)
 
 
@@ -148,8 +158,6 @@ class CausalLongConv(nn.Module):
     offsets, not positions: it runs past L, with the kernel 0 beyond lag L - 1.
     """
 
-    cacheable = True
-
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         C, L = cfg.n_embd, cfg.block_size
@@ -158,21 +166,24 @@ class CausalLongConv(nn.Module):
         h = torch.randn(C, L) * torch.exp(-k / tau[:, None])           # (C, L)
         self.h = nn.Parameter(h / h.norm(dim=1, keepdim=True) / math.sqrt(C))
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
-        if cache is not None and "u" in cache:
+    def new_cache(self) -> FourierCache:
+        return FourierCache()
+
+    def forward(self, x: torch.Tensor, cache: FourierCache | None = None) -> torch.Tensor:
+        if cache is not None and cache.u is not None:
             y = self._step(x, cache)
         else:
             u = hidden_fourier(x)                                      # (B, T, C)
             y = causal_fft_conv(u, self.h)                             # (B, T, C)
             if cache is not None:
-                cache["u"] = u[:, -self.h.shape[1]:]                   # older inputs never matter again
+                cache.u = u[:, -self.h.shape[1]:]                   # older inputs never matter again
         return y.to(x.dtype)
 
-    def _step(self, x: torch.Tensor, cache: dict) -> torch.Tensor:
+    def _step(self, x: torch.Tensor, cache: FourierCache) -> torch.Tensor:
         """One new token x (B, 1, C): y_t = sum_s h[:, t - s] u_s over the last L inputs, O(L C)."""
         K = self.h.shape[1]
-        u = torch.cat([cache["u"], hidden_fourier(x)], dim=1)[:, -K:]  # (B, n, C), n <= K: lags n-1..0
-        cache["u"] = u
+        u = torch.cat([cache.u, hidden_fourier(x)], dim=1)[:, -K:]  # (B, n, C), n <= K: lags n-1..0
+        cache.u = u
         n = u.shape[1]
         taps = self.h[:, :n].flip(-1).to(u.dtype)                      # (C, n): h[:, n - 1 - s] for input s
         return torch.einsum("cs,bsc->bc", taps, u)[:, None]            # (B, 1, C)

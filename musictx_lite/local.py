@@ -11,12 +11,13 @@ under the band mask when both hold the same vectors for distances -(2N-1)..0.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, is_recording, record, remember
+from .attention import KVCache, MultiHeadAttention, is_recording, record, remember
 from .config import ModelConfig
 
 
@@ -71,6 +72,17 @@ def local_relative_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     return y, dense[:, :, :T, N:N + T]                                  # (B, nh, T, T)
 
 
+@dataclass
+class LocalCache(KVCache):
+    """The keys and values local attention keeps (chapter 11): from ``first``, the start of the previous block."""
+
+    first: int = 0                                                      # position of the first key kept
+
+    @property
+    def seen(self) -> int:
+        return self.first + super().seen
+
+
 class LocalAttention(MultiHeadAttention):
     """Causal multi-head attention in blocks of N with the relative term: the mixer of chapter 9.
 
@@ -86,13 +98,15 @@ class LocalAttention(MultiHeadAttention):
         self.N = N
         self.E = nn.Parameter(torch.randn(cfg.n_heads, 2 * N, hs) / math.sqrt(hs))   # distances -(2N-1)..0
 
-    def extend(self, cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def new_cache(self) -> LocalCache:
+        return LocalCache()
+
+    def extend(self, cache: LocalCache, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values from the start of the previous block; keep what the next token will need."""
-        first = cache.get("first", 0)                                   # position of the first kept key
-        n = cache.get("n", 0) + k.shape[-2]                             # tokens seen, these included
         k, v = remember(cache, k, v)                                    # (B, nh, n - first, hs)
-        keep = max(0, (n // self.N - 1) * self.N)                       # token n will see keys from here on
-        cache.update(k=k[..., keep - first:, :], v=v[..., keep - first:, :], first=keep, n=n)
+        keep = max(0, (cache.seen // self.N - 1) * self.N)              # the next token sees keys from here on
+        drop = keep - cache.first
+        cache.k, cache.v, cache.first = k[..., drop:, :], v[..., drop:, :], keep
         return k, v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):

@@ -10,6 +10,7 @@ alpha_i = softmax_j(e_i), and the context c_i = sum_j alpha_ij h_j.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -18,6 +19,14 @@ import torch.nn.functional as F
 from .attention import record
 from .config import ModelConfig
 from .tasks import NEXT_TOKEN
+
+
+@dataclass
+class LSTMCache:
+    """What an LSTM keeps while sampling (chapter 11): its last state, and with attention every hidden state."""
+
+    state: tuple[torch.Tensor, torch.Tensor] | None = None            # (h, c), (n_layers, B, C) each
+    h: torch.Tensor | None = None                                      # (B, t, C): the attention's keys
 
 
 class LSTMModel(nn.Module):
@@ -36,17 +45,17 @@ class LSTMModel(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
-    def new_cache(self) -> dict:
-        return {}
+    def new_cache(self) -> LSTMCache:
+        return LSTMCache()
 
-    def run_lstm(self, idx: torch.Tensor, cache: dict | None) -> torch.Tensor:
+    def run_lstm(self, idx: torch.Tensor, cache: LSTMCache | None) -> torch.Tensor:
         """Hidden states (B, T, C); with a cache, start from the state it holds and store the new one."""
-        h, state = self.lstm(self.drop(self.emb(idx)), cache.get("state") if cache is not None else None)
+        h, state = self.lstm(self.drop(self.emb(idx)), cache.state if cache is not None else None)
         if cache is not None:
-            cache["state"] = state
+            cache.state = state
         return h
 
-    def forward(self, idx: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: LSTMCache | None = None) -> torch.Tensor:
         h = self.run_lstm(idx, cache)                    # (B, T, C)
         return self.readout(self.drop(h))                # (B, T, V)
 
@@ -73,11 +82,11 @@ class LSTMAttention(LSTMModel):
         alpha = F.softmax(e, dim=-1)                       # (B, T, S), rows sum to 1
         return alpha @ past, alpha                         # (B, T, C), (B, T, S)
 
-    def forward(self, idx: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: LSTMCache | None = None) -> torch.Tensor:
         h = self.run_lstm(idx, cache)                      # (B, T, C)
         past = None
         if cache is not None:                              # every state so far
-            past = cache["h"] = torch.cat([cache["h"], h], dim=1) if "h" in cache else h
+            past = cache.h = h if cache.h is None else torch.cat([cache.h, h], dim=1)
         c, alpha = self.attend(h, past)                    # (B, T, C), (B, T, T)
         record(alpha)                                      # inside attention.recording()
         out = torch.tanh(self.combine(torch.cat([h, c], dim=-1)))   # (B, T, C)

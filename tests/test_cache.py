@@ -55,8 +55,9 @@ def test_local_cache_keeps_two_blocks_and_matches_across_block_edges():
     model(x, cache=cache)
     for t in range(23, 40):
         model(torch.tensor([[7]]), cache=cache)
-        kept = cache.layers[0]["k"].shape[-2]
-        assert kept <= 8 and cache.layers[0]["first"] == max(0, ((t + 1) // 4 - 1) * 4)   # <= 2N keys
+        layer = cache.layers[0]
+        assert layer.k.shape[-2] <= 8 and layer.first == max(0, ((t + 1) // 4 - 1) * 4)   # <= 2N keys
+        assert layer.seen == cache.pos == t + 1                                         # one count of tokens
 
 
 def test_cache_misuse_and_window_rule():

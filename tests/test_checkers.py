@@ -237,7 +237,7 @@ def _cached_without_cache(model, tokens, prefill=1):
 
 
 def _cached_without_final_norm(model, tokens, prefill=1):
-    caches = [{} for _ in model.blocks]
+    caches = [block.mixer.new_cache() for block in model.blocks]
     out = []
     with torch.no_grad():
         for a, b in [(0, prefill)] + [(t, t + 1) for t in range(prefill, len(tokens))]:

@@ -9,7 +9,8 @@ from musictx_lite import ModelConfig, TrainConfig, build_model, train
 from musictx_lite.attention import recording
 from musictx_lite.blocks import Block
 from musictx_lite.checks import future_effect, gradient_dependency, is_causal
-from musictx_lite.fnet import (CausalFourierMatrix, CausalLongConv, FourierMixer, causal_conv_direct,
+from musictx_lite.fnet import (CausalFourierMatrix, CausalLongConv, FourierCache, FourierMixer,
+                               causal_conv_direct,
                                causal_fft_conv, dft_real, hidden_fourier)
 
 CFG = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=24)
@@ -32,7 +33,7 @@ def test_fourier_mixer_is_fft2_over_sequence_and_hidden_never_batch():
     y2 = FourierMixer(CFG)(x2)
     torch.testing.assert_close(y2[[0, 2]], y[[0, 2]])
     assert not torch.allclose(y2[1], y[1])
-    assert list(FourierMixer(CFG).parameters()) == [] and FourierMixer.cacheable is False
+    assert list(FourierMixer(CFG).parameters()) == [] and FourierMixer(CFG).new_cache() is None
 
 
 def test_every_mixer_records_no_weights_and_keeps_the_shape():
@@ -118,7 +119,7 @@ def test_the_matrix_starts_from_the_dft_and_refuses_long_inputs():
     m(torch.randn(1, 24, 16))                                          # L tokens: fine
     with pytest.raises(ValueError, match="at most block_size = 24 tokens, got 25"):
         m(torch.randn(1, 25, 16))
-    cache = {}
+    cache = m.new_cache()
     m(torch.randn(1, 24, 16), cache=cache)
     with pytest.raises(ValueError, match="past block_size"):
         m(torch.randn(1, 1, 16), cache=cache)
@@ -156,15 +157,15 @@ def test_cache_prefill_then_steps_equals_one_full_call(cls, k):
             p.add_(0.1 * torch.randn_like(p))
     x = torch.randn(3, 24, 16)
     full = mixer(x)
-    cache = {}
+    cache = mixer.new_cache()
     outs = [mixer(x[:, :k], cache=cache)]
-    assert outs[0].shape == (3, k, 16) and cache["u"].shape[:2] == (3, k)
+    assert outs[0].shape == (3, k, 16) and cache.u.shape[:2] == (3, k)
     for t in range(k, 24):
         y = mixer(x[:, t: t + 1], cache=cache)
         assert y.shape == (3, 1, 16)
         outs.append(y)
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-4)
-    assert cls.cacheable
+    assert cls(CFG).new_cache() is not None
 
 
 def test_conv_cache_past_L_keeps_only_the_last_L_inputs():
@@ -172,10 +173,10 @@ def test_conv_cache_past_L_keeps_only_the_last_L_inputs():
     conv = CausalLongConv(CFG)
     x = torch.randn(1, 40, 16)
     full = conv(x)
-    cache = {}
+    cache = conv.new_cache()
     outs = [conv(x[:, :5], cache=cache)] + [conv(x[:, t: t + 1], cache=cache) for t in range(5, 40)]
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-4)
-    assert cache["u"].shape[1] == 24
+    assert cache.u.shape[1] == 24
 
 
 def test_the_cache_check_can_fail():
@@ -183,11 +184,11 @@ def test_the_cache_check_can_fail():
     torch.manual_seed(0)
     mixer = CausalLongConv(CFG)
     x = torch.randn(1, 10, 16)
-    cache = {}
+    cache = mixer.new_cache()
     mixer(x[:, :4], cache=cache)
     assert not torch.allclose(mixer(x[:, 4:5]), mixer(x)[:, 4:5], atol=1e-3)   # no cache: position 0 again
     with pytest.raises(ValueError, match="cannot generate token by token"):
-        FourierMixer(CFG)(x, cache={})
+        FourierMixer(CFG)(x, cache=FourierCache())
 
 
 def test_fnet_models_have_no_positions_part_and_their_mixers():

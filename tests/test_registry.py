@@ -6,6 +6,8 @@ fixture adds its record to ``models.MODELS`` and nothing else; the tests check
 that the profiles, the comparison, the benchmark, the command line, the cache
 test and the causality probes all pick it up.
 """
+from dataclasses import dataclass
+
 import pytest
 import test_cache
 import test_checks
@@ -23,22 +25,29 @@ from musictx_lite.profiles import PROFILES
 NAME, IMPL = "past-mean", "past mean"
 
 
+@dataclass
+class SumCache:
+    total: torch.Tensor | None = None                                # (B, 1, C): the inputs so far, summed
+    seen: int = 0
+
+
 class PastMean(nn.Module):
     """y_t = W (x_1 + ... + x_t) / t: causal, and it samples with a cache (the running sum)."""
-
-    cacheable = True
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def new_cache(self) -> SumCache:
+        return SumCache()
+
+    def forward(self, x: torch.Tensor, cache: SumCache | None = None) -> torch.Tensor:
         s = x.cumsum(1)                                              # (B, T, C)
         n = torch.arange(1, x.shape[1] + 1, device=x.device)        # (T,)
         if cache is not None:
-            if "sum" in cache:
-                s, n = s + cache["sum"], n + cache["n"]
-            cache["sum"], cache["n"] = s[:, -1:], n[-1]
+            if cache.total is not None:
+                s, n = s + cache.total, n + cache.seen
+            cache.total, cache.seen = s[:, -1:], int(n[-1])
         return self.proj(s / n[:, None])                             # (B, T, C)
 
 
@@ -92,7 +101,8 @@ def test_a_leaky_model_fails_the_probes(monkeypatch):
     """The probes the toy passes can fail: the same record with a mixer that sees the future."""
 
     class FutureMean(PastMean):
-        cacheable = False
+        def new_cache(self):
+            return None
 
         def forward(self, x, cache=None):
             return self.proj(x.mean(1, keepdim=True).expand_as(x))  # every token sees the whole sequence

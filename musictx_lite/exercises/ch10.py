@@ -48,7 +48,9 @@ def cached_logits(model: nn.Module, tokens, prefill: int = 1) -> torch.Tensor:
     """Next-token logits (T, V) of a pre-LN ``Decoder`` with cacheable mixers, computed with caches:
     the first ``prefill`` tokens in one call, then one token per call. Returned on the CPU."""
     idx = to_model(model, tokens)[None]                                # (1, T)
-    caches = [{} for _ in model.blocks]
+    caches = [block.mixer.new_cache() for block in model.blocks]     # one per layer, empty
+    if any(c is None for c in caches):                                 # FNet's mixer: it sees the future
+        raise ValueError("a mixer keeps no cache: this model cannot generate token by token")
     out = []
     with evaluating(model):
         for a, b in [(0, prefill)] + [(t, t + 1) for t in range(prefill, idx.shape[1])]:
