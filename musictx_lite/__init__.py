@@ -4,8 +4,7 @@ Each module's docstring names the chapter of the book that explains it.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from .version import __version__
 from .data import Piece, Splits, load_chorales, load_data, load_jsb
 from .tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
 from .music import grid_to_midi, midi_to_grid, piano_roll, play, read_midi, write_midi
@@ -14,7 +13,8 @@ from .config import ModelConfig
 from .tasks import evaluate_nll, evaluate_prefix_nll
 from .training import History, TrainConfig, train
 from .models import MODELS, build_model, load_checkpoint, n_params
-from .profiles import Profile, get_profile, setup
+from .chapter import setup
+from .profiles import Profile, get_profile
 from .sample import generate, prompt_from
 from .hub import pretrained
 

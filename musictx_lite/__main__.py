@@ -77,11 +77,13 @@ def _default_device() -> torch.device:
     """``pick_device()``, with a clear error for a bad ``MUSICTX_DEVICE``."""
     from .device import pick_device
 
-    if "MUSICTX_DEVICE" in os.environ:
+    from . import settings
+
+    if settings.device() is not None:
         try:
-            device_arg(os.environ["MUSICTX_DEVICE"])
+            device_arg(settings.device())
         except argparse.ArgumentTypeError as e:
-            raise ValueError(f"MUSICTX_DEVICE={os.environ['MUSICTX_DEVICE']!r}: {e}") from None
+            raise ValueError(f"MUSICTX_DEVICE={settings.device()!r}: {e}") from None
     return pick_device()
 
 

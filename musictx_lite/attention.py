@@ -22,8 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
-from .device import to_model
-from .tasks import evaluating
+from .device import evaluating, to_model
 
 
 def causal_mask(T: int, device: torch.device | str | None = None, n_keys: int | None = None) -> torch.Tensor:

@@ -37,10 +37,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import MultiHeadAttention, causal_mask, recording
-from .checks import future_effect, gradient_dependency
+from .probes import future_effect, gradient_dependency
 from .config import ModelConfig
 from .decoder import Decoder
-from .device import model_device, to_model
+from .device import evaluating, model_device, to_model
 from .exercises.ch1 import AdditiveAttention
 from .exercises.ch4 import GroupedQueryAttention
 from .exercises.ch4 import mha_einsum as reference_mha_einsum
@@ -53,7 +53,6 @@ from .local import band_mask, skew_local
 from .models import build_model, n_params
 from .positions import LearnedPositions
 from .relative import distances, relative_logits_direct
-from .tasks import evaluating
 from .tokens import BOS, N_SPECIAL, VOCAB_SIZE
 
 __all__ = ["CHECKERS", "checkers_for", "check_1_1", "check_3_1", "check_3_2", "check_4_1", "check_4_2",
@@ -295,8 +294,8 @@ def check_3_1(head, C: int | None = None) -> str:
     ``attention.record``, the weights (B, T, T) it records inside ``attention.recording()`` are checked too.
 
     Checks: output t depends on the inputs up to t + 1 and on no later one (the gradient probe
-    ``checks.gradient_dependency``, T = 10); the weights are zero beyond t + 1, positive at t + 1,
-    rows sum to 1; and the perturbation probe ``checks.future_effect`` finds chapter 3's model with
+    ``probes.gradient_dependency``, T = 10); the weights are zero beyond t + 1, positive at t + 1,
+    rows sum to 1; and the perturbation probe ``probes.future_effect`` finds chapter 3's model with
     your head (learned positions, no blocks) not causal. Returns True or False.
     """
     C = C or (_width(head, 16) if isinstance(head, nn.Module) else 16)

@@ -24,11 +24,11 @@ import torch
 from .bench import peak_bytes
 from .config import ModelConfig
 from .data import Piece, Splits
-from .device import model_device, to_model
+from .device import evaluating, model_device, to_model
 from .models import MODELS, build_model, n_params
 from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
 from .sample import generate, prompt_from
-from .tasks import evaluate_nll, evaluating, piece_nlls, token_nll
+from .tasks import evaluate_nll, piece_nlls, token_nll
 from .tokens import VOCAB_SIZE, decode, encode
 from .training import History, TrainConfig, train
 

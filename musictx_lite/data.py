@@ -24,6 +24,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import settings
+
 EMBEDDED = Path(__file__).parent / "data" / "chorales.npz"
 JSB_URL = "https://raw.githubusercontent.com/czhuang/JSB-Chorales-dataset/master/Jsb16thSeparated.json"
 JSB_SHA256 = "79294cc374f9252e95ef4b703161524c1c53dc1f712c236f00f1c1f5d54af5a7"
@@ -100,7 +102,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
 
 def cache_root() -> Path:
     """Where the package keeps downloads and records: ``$MUSICTX_CACHE``, else ``~/.cache/musictx_lite``."""
-    return Path(os.environ.get("MUSICTX_CACHE") or Path.home() / ".cache" / "musictx_lite")
+    return settings.cache_dir()
 
 
 def _sha256(path: Path) -> str:
@@ -134,7 +136,7 @@ def load_jsb(source: str | os.PathLike | None = None, sha256: str | None = JSB_S
 
     ``source`` defaults to ``MUSICTX_JSB_PATH`` (a local copy) when that is set, else ``JSB_URL``.
     """
-    src = str(source or os.environ.get("MUSICTX_JSB_PATH") or JSB_URL)
+    src = str(source or settings.jsb_path() or JSB_URL)
     if "://" in src:
         path = fetch(src, sha256 or "", cache_dir)
     else:
@@ -163,7 +165,7 @@ def load_jsb(source: str | os.PathLike | None = None, sha256: str | None = JSB_S
 
 def load_data(name: str | None = None) -> Splits:
     """The book's data: ``MUSICTX_DATA`` = ``chorales`` (default), ``jsb`` (download), or a path."""
-    name = name or os.environ.get("MUSICTX_DATA", "chorales")
+    name = name or settings.data()
     if name == "chorales":
         return load_chorales()
     if name == "jsb":

@@ -1,4 +1,5 @@
-"""Where a model runs: pick the best device, and bring tensors to the model's device.
+"""Where a model runs, and how: pick the best device, bring tensors to the model's device, and
+evaluate in eval mode (``evaluating``).
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (first used there); book/using.md.
 
@@ -10,17 +11,19 @@ exercises) all go through ``to_model``, and hand their results back on the CPU.
 """
 from __future__ import annotations
 
-import os
+import contextlib
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+from . import settings
+
 
 def pick_device() -> torch.device:
     """cuda, then mps, then cpu (``MUSICTX_DEVICE`` overrides)."""
-    if "MUSICTX_DEVICE" in os.environ:
-        return torch.device(os.environ["MUSICTX_DEVICE"])
+    if settings.device() is not None:
+        return torch.device(settings.device())
     if torch.cuda.is_available():
         return torch.device("cuda")
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
@@ -39,3 +42,14 @@ def to_model(model: nn.Module, x) -> torch.Tensor:
     if isinstance(x, np.ndarray):
         x = torch.from_numpy(x)
     return torch.as_tensor(x).to(model_device(model))
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module):
+    """Put ``model`` in eval mode for a block, and restore its mode afterwards, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)

@@ -18,8 +18,7 @@ import torch.nn.functional as F
 from .attention import Head, recording
 from .config import ModelConfig
 from .data import Piece
-from .device import to_model
-from .tasks import evaluating
+from .device import evaluating, to_model
 from .tokens import MASK, PAD, encode
 
 

@@ -23,6 +23,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import settings
 from .data import atomic_write, cache_root
 
 WIDTH = 88                      # the book's column: no printed line is wider
@@ -53,10 +54,8 @@ def folder() -> Path:
     """Where this profile's and data's rows live (created on first write)."""
     from .profiles import get_profile
 
-    root = os.environ.get("MUSICTX_LEADERBOARD")
-    if root is None:
-        root = cache_root() / "leaderboard"
-    data = os.environ.get("MUSICTX_DATA") or "chorales"
+    root = settings.leaderboard_dir() or cache_root() / "leaderboard"
+    data = settings.data()
     return Path(root) / f"{get_profile().name}-{_slug(Path(data).name if os.sep in data else data)}"
 
 
@@ -104,11 +103,12 @@ _BASELINES: dict[str, dict[str, float]] = {}
 
 
 def baselines(data=None) -> dict[str, float]:
-    """Chapter 0's baselines on the validation pieces, computed once per data source and process."""
+    """Chapter 0's baselines on the validation pieces of ``data`` (default: ``load_data()``), computed once
+    per data source and process."""
     from .baselines import baseline_nlls
     from .data import load_data
 
-    key = os.environ.get("MUSICTX_DATA") or "chorales"
+    key = settings.data() if data is None else f"source: {data.source}"
     if key not in _BASELINES:
         _BASELINES[key] = baseline_nlls(data if data is not None else load_data())
     return _BASELINES[key]

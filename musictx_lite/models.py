@@ -21,6 +21,7 @@ import torch.nn as nn
 
 from .attention import Head, MultiHeadAttention, MultiHeadLoop
 from .blocks import Block
+from .checkpoint import read_checkpoint
 from .config import ModelConfig
 from .decoder import Decoder
 from .fill import VoiceFill
@@ -29,7 +30,6 @@ from .local import LocalAttention
 from .positions import LearnedPositions, SinusoidalPositions
 from .relative import ALiBi, RelativeGlobal, Rotary, ShawAttention
 from .rnn import LSTMAttention, LSTMModel
-from .training import read_checkpoint
 from .voices import VoiceEmbedding
 
 
@@ -43,7 +43,7 @@ def heads(cfg: ModelConfig) -> nn.Module:
     return MultiHeadAttention(cfg, causal=True)
 
 
-def relative(cfg: ModelConfig) -> nn.Module:
+def relative_global(cfg: ModelConfig) -> nn.Module:
     """The Music Transformer's relative global attention, computed with the skew (chapters 7-8)."""
     return MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg))
 
@@ -105,7 +105,7 @@ MODELS: dict[str, Spec] = {
                  # every distance its own vectors: (L, L, hs) tensors for a^K, a^V, their gradients, copies
                  timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),
                                              lambda L, cfg: 6 * L * L * (cfg.n_embd // cfg.n_heads) * 4)}),
-    "relative": Spec(lambda cfg: Decoder(cfg, relative), 8, "decoder", paper="relative attention",   # ch. 7-8
+    "relative": Spec(lambda cfg: Decoder(cfg, relative_global), 8, "decoder", paper="relative attention",   # ch. 7-8
                      timed={"skew": Timed(lambda cfg: MultiHeadAttention(cfg, fast=False,
                                                                          score_bias=RelativeGlobal(cfg)))}),
     "rope": Spec(lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, rotary=Rotary(c))), 7, "decoder"),
@@ -123,7 +123,7 @@ MODELS: dict[str, Spec] = {
     "fnet-conv": Spec(lambda cfg: Decoder(cfg, CausalLongConv), 10, "decoder",
                       # complex spectra of length 2L per channel, and their gradients
                       timed={"causal FFT conv": Timed(CausalLongConv, lambda L, cfg: 8 * 2 * L * cfg.n_embd * 8)}),
-    "relative-voice": Spec(lambda cfg: Decoder(cfg, relative, VoiceEmbedding), 11, "decoder",
+    "relative-voice": Spec(lambda cfg: Decoder(cfg, relative_global, VoiceEmbedding), 11, "decoder",
                            paper="+ voice embedding"),
 }
 

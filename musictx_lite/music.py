@@ -118,6 +118,18 @@ def note_name(pitch: int) -> str:
     return f"{names[int(pitch) % 12]}{int(pitch) // 12 - 1}"
 
 
+def crossings(grid: np.ndarray) -> tuple[int, int]:
+    """(adjacent voice pairs crossed, adjacent voice pairs with both voices sounding), over every step.
+
+    The pairs are S-A, A-T and T-B; a pair is crossed when the lower voice sounds above the upper
+    one. Chapter 5 (``voice_stats``), chapter 9 and chapter 11 (``stats``) count crossings this way.
+    """
+    g = np.asarray(grid)
+    upper, lower = g[:, :-1], g[:, 1:]
+    both = (upper >= 0) & (lower >= 0)
+    return int((lower > upper)[both].sum()), int(both.sum())
+
+
 def voice_stats(pitches: np.ndarray) -> dict[str, float]:
     """How a grid's voices move, in three numbers that chapters 0, 1 and 5 compare with Bach:
 
@@ -128,8 +140,6 @@ def voice_stats(pitches: np.ndarray) -> dict[str, float]:
 
     ``pitches`` is one grid, or a list of grids (pieces) pooled without joining them.
     """
-    from .stats import crossings              # one count of crossings for chapters 5, 9 and 11
-
     grids = [np.asarray(g) for g in pitches] if isinstance(pitches, (list, tuple)) else [np.asarray(pitches)]
     steps, crossed, pairs = [], 0, 0
     for g in grids:

@@ -14,8 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
-from .device import to_model
-from .tasks import evaluating
+from .device import evaluating, to_model
 from .tokens import encode
 
 

@@ -1,6 +1,6 @@
 """Profiles and devices: how big a run is, and where it runs.
 
-Notebook: every chapter's first cell (``setup()``); explained in book/using.md.
+Notebook: every chapter's first cell (``chapter.setup()``); explained in book/using.md.
 
 ``smoke`` is for CI (seconds per chapter), ``cpu`` trains each chapter in at most
 3 minutes on 2 cores, ``gpu`` is a bigger model for Colab. The profile is picked
@@ -14,15 +14,12 @@ never passes silently.
 """
 from __future__ import annotations
 
-import os
-import platform
-import textwrap
 from dataclasses import dataclass, field, fields
 
 import torch
 
+from . import settings
 from .config import ModelConfig
-from .device import pick_device
 from .models import MODELS
 from .training import TrainConfig
 
@@ -165,28 +162,10 @@ PROFILES["paper"] = Profile(
 
 def get_profile(name: str | None = None) -> Profile:
     """The named profile, else ``MUSICTX_PROFILE``, else gpu with CUDA and cpu without."""
-    name = name or os.environ.get("MUSICTX_PROFILE") or ("gpu" if torch.cuda.is_available() else "cpu")
+    name = name or settings.profile() or ("gpu" if torch.cuda.is_available() else "cpu")
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
     return PROFILES[name]
-
-
-def setup(profile: str | None = None, seed: int = 0) -> Profile:
-    """Pick and print the profile, device and versions; seed torch. Every chapter starts here."""
-    from . import __version__
-
-    from .plots import style
-    from .widgets import enable_colab
-
-    p = get_profile(profile)
-    enable_colab()                                      # Colab draws ipywidgets 8; elsewhere nothing
-    torch.manual_seed(seed)
-    style()                                             # the book's figure resolution
-    # two lines, each within the book's 88-character column
-    print(textwrap.fill(f"profile: {p.name} ({p.notes})", 88, subsequent_indent="  "))
-    print(f"device: {pick_device()} | torch {torch.__version__} | musictx_lite {__version__} | "
-          f"python {platform.python_version()}")
-    return p
 
 
 # The effective speed assumed for a Colab T4 on the book's small models: 1/8 of its 65 TFLOP/s fp16

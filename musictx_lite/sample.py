@@ -19,8 +19,8 @@ import torch.nn as nn
 
 from .data import Piece
 from .tokens import BOS, HOLD, MASK, PAD, encode
-from .device import model_device, to_model
-from .tasks import NEXT_TOKEN, evaluating
+from .device import evaluating, model_device, to_model
+from .tasks import NEXT_TOKEN
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:

@@ -29,7 +29,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .music import notes_of
+from .music import crossings, notes_of
 
 # Standard SATB ranges, MIDI numbers, inclusive: S C4-G5, A G3-D5, T C3-G4, B E2-C4.
 RANGES = {"soprano": (60, 79), "alto": (55, 74), "tenor": (48, 67), "bass": (40, 60)}
@@ -143,18 +143,6 @@ def bach_histogram() -> np.ndarray:
     from .data import load_chorales
 
     return pitch_class_histogram([p.pitches for p in load_chorales().train])
-
-
-def crossings(grid: np.ndarray) -> tuple[int, int]:
-    """(adjacent voice pairs crossed, adjacent voice pairs with both voices sounding), over every step.
-
-    The pairs are S-A, A-T and T-B; a pair is crossed when the lower voice sounds above the upper
-    one. Chapter 5 (``music.voice_stats``), chapter 9 and chapter 11 count crossings this way.
-    """
-    g = np.asarray(grid)
-    upper, lower = g[:, :-1], g[:, 1:]
-    both = (upper >= 0) & (lower >= 0)
-    return int((lower > upper)[both].sum()), int(both.sum())
 
 
 def note_lengths(grid: np.ndarray) -> np.ndarray:

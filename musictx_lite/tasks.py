@@ -12,27 +12,14 @@ measured on the same targets.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .data import Piece
-from .device import model_device, to_model
+from .device import evaluating, model_device, to_model  # noqa: F401 (evaluating: also read from here)
 from .tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, encode
-
-
-@contextlib.contextmanager
-def evaluating(model: nn.Module):
-    """Put ``model`` in eval mode for a block, and restore its mode afterwards, even on error."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
 
 
 def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

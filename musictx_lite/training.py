@@ -21,13 +21,13 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from . import settings
+from .checkpoint import CKPT, read_checkpoint
 from .data import Splits, atomic_write
 from .device import pick_device
 from .tasks import NEXT_TOKEN, token_nll
 from .tokens import PAD
 
-CKPT = "ckpt.pt"
-CKPT_KEYS = ("model_name", "model_config", "train_config", "model", "step")
 
 
 @dataclass
@@ -245,25 +245,6 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     return hist
 
 
-def read_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu") -> dict:
-    """The contents of a checkpoint written by ``train`` (a run directory or its ckpt.pt); clear errors otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / CKPT
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    try:
-        ck = torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # pickle, zip and torch raise many types for bytes that are not a checkpoint
-        # (torch's own message suggests weights_only=False, which would run arbitrary code: not repeated here)
-        raise ValueError(f"{path} is not a musictx_lite checkpoint: torch.load cannot read it "
-                         f"({type(e).__name__})") from e
-    if not isinstance(ck, dict) or not all(k in ck for k in CKPT_KEYS):
-        raise ValueError(f"{path} is not a musictx_lite checkpoint: it lacks "
-                         f"{[k for k in CKPT_KEYS if not isinstance(ck, dict) or k not in ck]}")
-    return ck
-
-
 def _ckpt_step(path: Path | None):
     if path is None or not path.exists():
         return None
@@ -274,6 +255,6 @@ def _progress(enabled: bool, start: int, total: int):
     """A tqdm bar on stderr; off where ``MUSICTX_PROGRESS=0`` (the book build sets it: pages get no bar lines)."""
     from tqdm import tqdm
 
-    enabled = enabled and os.environ.get("MUSICTX_PROGRESS", "1") != "0"
+    enabled = enabled and settings.progress()
     return tqdm(total=total, initial=start, disable=not enabled, file=sys.stderr, mininterval=10,
                 ncols=80, desc="training")

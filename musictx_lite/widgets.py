@@ -39,7 +39,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 import time
 from typing import Callable, Sequence
 
@@ -49,6 +48,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import settings
 from .attention import attention_weights
 from .data import Piece
 from .music import Clip, piano_roll, play
@@ -57,7 +57,7 @@ from .sample import generate, prompt_from
 from .tasks import NEXT_TOKEN
 from .tokens import VOCAB_SIZE, VOICES, decode, encode
 
-MODE_VAR = "MUSICTX_WIDGETS"
+MODE_VAR = settings.WIDGETS
 WIDGET_DPI = 100          # live figures: quick to draw; the static versions use the book's DPI
 
 
@@ -65,7 +65,7 @@ WIDGET_DPI = 100          # live figures: quick to draw; the static versions use
 
 def live() -> bool:
     """Show live widgets here? ``MUSICTX_WIDGETS`` (live / static) decides, else: in an IPython kernel."""
-    mode = os.environ.get(MODE_VAR, "").strip().lower()
+    mode = settings.widgets()
     if mode not in ("", "auto", "live", "static"):
         raise ValueError(f"{MODE_VAR}={mode!r}: use 'live', 'static', or leave it unset")
     if mode in ("live", "static"):

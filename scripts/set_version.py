@@ -2,7 +2,7 @@
 
     python scripts/set_version.py 0.2.0
 
-The version lives in ``musictx_lite/__init__.py`` (``__version__``; pyproject.toml reads it). The
+The version lives in ``musictx_lite/version.py`` (``__version__``; pyproject.toml reads it). The
 install cells pin the git tag ``v<version>`` of the repository in ``_config.yml``; this script rewrites
 them and the student notebooks, and tests/test_book.py fails when the two disagree. Tag the release
 (``git tag v0.2.0 && git push --tags``) so that Colab can install it.
@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-INIT = ROOT / "musictx_lite" / "__init__.py"
+INIT = ROOT / "musictx_lite" / "version.py"
 PIN = re.compile(r'("musictx-lite @ git\+\S+?@)v[^"]+(")')
 PINS = re.compile(r'(pins = "https://raw\.githubusercontent\.com/\S+?/)v[^"/]+(")')   # colab-constraints.txt
 VERSION = re.compile(r'__version__ = "[^"]+"')

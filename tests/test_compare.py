@@ -8,7 +8,7 @@ import torch
 
 from musictx_lite import ModelConfig, build_model, evaluate_nll, train
 from musictx_lite import compare as C
-from musictx_lite.checks import is_causal
+from musictx_lite.probes import is_causal
 from musictx_lite.models import MODELS
 from musictx_lite.profiles import PROFILES, Profile
 from musictx_lite.tasks import NEXT_TOKEN

@@ -96,3 +96,17 @@ def test_a_corrupt_file_is_ignored(board):
 def test_notebook_displays_the_table_once(board):
     table = leaderboard.show(0)
     assert hasattr(table, "_ipython_display_") and table._ipython_display_() is None
+
+
+def test_baselines_are_those_of_the_data_passed_in():
+    """Computed once per data source: the default data's baselines are never served for other data."""
+    from musictx_lite import load_chorales
+    from musictx_lite.baselines import baseline_nlls
+    from musictx_lite.data import Splits
+
+    full = load_chorales()
+    small = Splits(full.train[:5], full.valid[:3], full.test[:3], source="five chorales")
+    default = leaderboard.baselines()
+    mine = leaderboard.baselines(small)
+    assert mine == baseline_nlls(small) and mine != default
+    assert leaderboard.baselines() == default                        # the default is still the default's

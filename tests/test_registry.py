@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 import test_cache
-import test_checks
+import test_probes
 import torch
 import torch.nn as nn
 
@@ -92,9 +92,9 @@ def test_the_command_line_offers_it(toy):
 def test_the_cache_and_causality_tests_cover_it(toy):
     assert build_model(toy, test_cache.CFG).cacheable
     test_cache.test_cached_logits_equal_re_encoding_at_every_step(toy)
-    test_checks.test_perturbation_probe_on_every_next_token_model(toy)
-    test_checks.test_gradient_probe_on_every_next_token_model(toy)
-    test_checks.test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(toy)
+    test_probes.test_perturbation_probe_on_every_next_token_model(toy)
+    test_probes.test_gradient_probe_on_every_next_token_model(toy)
+    test_probes.test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(toy)
 
 
 def test_a_leaky_model_fails_the_probes(monkeypatch):
@@ -109,6 +109,6 @@ def test_a_leaky_model_fails_the_probes(monkeypatch):
 
     monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: Decoder(cfg, FutureMean), 12, "decoder"))
     with pytest.raises(AssertionError):
-        test_checks.test_perturbation_probe_on_every_next_token_model(NAME)
+        test_probes.test_perturbation_probe_on_every_next_token_model(NAME)
     with pytest.raises(AssertionError):
-        test_checks.test_gradient_probe_on_every_next_token_model(NAME)
+        test_probes.test_gradient_probe_on_every_next_token_model(NAME)

@@ -6,7 +6,7 @@ import torch
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.attention import MultiHeadAttention, attention
-from musictx_lite.checks import future_effect, is_causal
+from musictx_lite.probes import future_effect, is_causal
 from musictx_lite.local import LocalAttention, band_mask, local_relative_attention, skew_local
 from musictx_lite.positions import SinusoidalPositions, sinusoids
 from musictx_lite.relative import (ALiBi, RelativeGlobal, Rotary, ShawAttention, distances, relative_logits_direct,

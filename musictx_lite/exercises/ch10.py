@@ -11,9 +11,8 @@ import time
 import torch
 import torch.nn as nn
 
-from ..device import to_model
+from ..device import evaluating, to_model
 from ..fnet import causal_conv_direct
-from ..tasks import evaluating
 from ..tokens import BOS, encode
 
 __all__ = ["fourier_by_matmul", "fft_conv_n", "cached_logits", "exercise_10_1", "exercise_10_2",

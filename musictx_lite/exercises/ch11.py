@@ -11,10 +11,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..data import Piece
-from ..device import model_device
+from ..device import evaluating, model_device
 from ..sample import generate, prompt_from
 from ..stats import HARMONY, HEADS, RANGES, RHYTHM, chorale_stats
-from ..tasks import evaluate_nll, evaluating, piece_nlls
+from ..tasks import piece_nlls
 from ..tokens import LOWEST, N_SPECIAL, VOCAB_SIZE, decode, encode
 
 __all__ = ["piece_nlls", "paired_bootstrap", "fit_cost", "sample_ms", "predicted_speedup", "exercise_11_1",

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..attention import Head, attention, causal_mask
-from ..checks import future_effect, is_causal
+from ..probes import future_effect, is_causal
 from ..data import Piece, Splits, load_data
 from ..decoder import Decoder
 from ..models import build_model

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..checks import gradient_dependency
+from ..probes import gradient_dependency
 from ..config import ModelConfig
 from ..local import LocalAttention, band_mask, skew_local
 

@@ -1,4 +1,4 @@
-"""The causality probes of ``musictx_lite.checks``, run over every registered model, and the profiles.
+"""The causality probes of ``musictx_lite.probes``, run over every registered model, and the profiles.
 
 A model that a later chapter registers in ``models.MODELS`` is covered here
 without anyone editing this file.
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from musictx_lite import MODELS, ModelConfig, build_model, checks
+from musictx_lite import MODELS, ModelConfig, build_model, probes
 from musictx_lite.attention import Head, MultiHeadAttention
 from musictx_lite.blocks import Block
 from musictx_lite.profiles import PROFILES, SIZES, Profile
@@ -28,12 +28,12 @@ def test_every_model_but_fill_is_a_next_token_model():
 def test_perturbation_probe_on_every_next_token_model(name):
     torch.manual_seed(0)
     model = build_model(name, CFG)
-    past, future = checks.future_effect(model, T=24, t=10)
+    past, future = probes.future_effect(model, T=24, t=10)
     assert future > 1e-4                                  # the probe can see a change at all
     if name in LEAKS:
-        assert past > 1e-3 and not checks.is_causal(model)
+        assert past > 1e-3 and not probes.is_causal(model)
     else:
-        assert past <= 1e-5 and checks.is_causal(model)
+        assert past <= 1e-5 and probes.is_causal(model)
 
 
 @pytest.mark.parametrize("name", NEXT)
@@ -54,7 +54,7 @@ def test_gradient_probe_on_every_next_token_model(name):
 
     wrapper = FromEmbeddings()
     wrapper.dummy = nn.Linear(CFG.n_embd, 1)           # gradient_dependency reads C from a 2-d parameter
-    G = checks.gradient_dependency(wrapper, T=10)
+    G = probes.gradient_dependency(wrapper, T=10)
     future = torch.ones(10, 10, dtype=torch.bool).triu(1)
     if name in LEAKS:
         assert (G[future] > 0).any()
@@ -68,10 +68,10 @@ def test_gradient_probe_on_every_next_token_model(name):
                                    lambda: Block(CFG)])
 def test_gradient_probe_on_layers(layer):
     torch.manual_seed(0)
-    G = checks.gradient_dependency(layer(), T=9)
+    G = probes.gradient_dependency(layer(), T=9)
     past = torch.ones(9, 9, dtype=torch.bool).tril()
     assert (G[~past] == 0).all() and (G[past] > 0).all()
-    G_full = checks.gradient_dependency(Head(32, 8, causal=False), T=9)
+    G_full = probes.gradient_dependency(Head(32, 8, causal=False), T=9)
     assert (G_full > 0).all()
 
 
@@ -79,7 +79,7 @@ def test_gradient_probe_is_the_norm_of_each_jacobian_block():
     """G[i, j] is the Frobenius norm of the whole (C', C) block d out_i / d x_j, not of a projection."""
     torch.manual_seed(0)
     layer, T = MultiHeadAttention(CFG).eval(), 7
-    G = checks.gradient_dependency(layer, T=T, seed=3)
+    G = probes.gradient_dependency(layer, T=T, seed=3)
     x = torch.randn(1, T, CFG.n_embd, generator=torch.Generator().manual_seed(3))  # the probe's input
     J = torch.autograd.functional.jacobian(lambda v: layer(v)[0], x)[:, :, 0]    # (T, C', T, C)
     torch.testing.assert_close(G, J.pow(2).sum((1, 3)).sqrt(), rtol=1e-4, atol=1e-6)

@@ -5,7 +5,7 @@ Notebook: notebooks/03_masking.ipynb
 Two ways to ask. The perturbation probe changes every token after t and
 checks that the outputs up to t do not move. The gradient probe measures
 |d out_i / d x_j|, the norm of a (C', C) Jacobian block, for every pair: a
-causal layer has exact zeros above the diagonal. tests/test_checks.py runs
+causal layer has exact zeros above the diagonal. tests/test_probes.py runs
 both over every next-token model in ``models.MODELS``, so a model that a
 later chapter adds is checked without anyone remembering to.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .device import model_device, to_model
-from .tasks import evaluating
+from .device import evaluating, model_device, to_model
 from .tokens import N_SPECIAL, VOCAB_SIZE
 
 

@@ -1,0 +1,35 @@
+"""The checkpoint format: what ``train`` writes into a run directory, and how it is read back.
+
+Notebook: book/using.md (resuming a run, shipped models). ``training`` writes checkpoints,
+``models.load_checkpoint`` rebuilds a model from one. A checkpoint is a dict of plain tensors
+and numbers, read with ``torch.load(weights_only=True)``: no code runs when it is loaded.
+Parameter names are part of the format, so old checkpoints keep loading.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+CKPT = "ckpt.pt"
+CKPT_KEYS = ("model_name", "model_config", "train_config", "model", "step")
+
+
+def read_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu") -> dict:
+    """The contents of a checkpoint written by ``train`` (a run directory or its ckpt.pt); clear errors otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CKPT
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        ck = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # pickle, zip and torch raise many types for bytes that are not a checkpoint
+        # (torch's own message suggests weights_only=False, which would run arbitrary code: not repeated here)
+        raise ValueError(f"{path} is not a musictx_lite checkpoint: torch.load cannot read it "
+                         f"({type(e).__name__})") from e
+    if not isinstance(ck, dict) or not all(k in ck for k in CKPT_KEYS):
+        raise ValueError(f"{path} is not a musictx_lite checkpoint: it lacks "
+                         f"{[k for k in CKPT_KEYS if not isinstance(ck, dict) or k not in ck]}")
+    return ck

@@ -1,0 +1,59 @@
+"""The package's settings from the environment, read here and nowhere else.
+
+Notebook: book/using.md explains the profile and the data; the README lists
+them all. Every function reads its variable when called, so a notebook or a
+test may set one at any time; an empty value counts as unset.
+
+    MUSICTX_PROFILE      smoke | cpu | gpu | paper: the profile (default: gpu with CUDA, else cpu)
+    MUSICTX_DEVICE       cuda, cuda:N, mps or cpu (default: the best available)
+    MUSICTX_DATA         chorales (embedded, default), jsb (the official split), or a path
+    MUSICTX_JSB_PATH     a local copy of the official JSB split (default: download it)
+    MUSICTX_CACHE        where downloads and records go (default ~/.cache/musictx_lite)
+    MUSICTX_PROGRESS     0 turns the training progress bars off (the book build does)
+    MUSICTX_LEADERBOARD  where chapters record their models' NLLs (default: under the cache)
+    MUSICTX_WIDGETS      live | static: how the widgets draw (default: by where they run)
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _get(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def profile() -> str | None:
+    return _get("MUSICTX_PROFILE")
+
+
+def device() -> str | None:
+    return _get("MUSICTX_DEVICE")
+
+
+def data() -> str:
+    return _get("MUSICTX_DATA") or "chorales"
+
+
+def jsb_path() -> str | None:
+    return _get("MUSICTX_JSB_PATH")
+
+
+def cache_dir() -> Path:
+    return Path(_get("MUSICTX_CACHE") or Path.home() / ".cache" / "musictx_lite")
+
+
+def progress() -> bool:
+    return _get("MUSICTX_PROGRESS") != "0"
+
+
+def leaderboard_dir() -> str | None:
+    return _get("MUSICTX_LEADERBOARD")
+
+
+WIDGETS = "MUSICTX_WIDGETS"
+
+
+def widgets() -> str:
+    return (_get(WIDGETS) or "").lower()

@@ -1,0 +1,140 @@
+"""The package's layers: every module sits in one, no import points upward, and no imports form a cycle.
+
+Read from the source with ``ast``, so imports inside functions count too. A new
+module must be given its layer here; the README's layout section describes them.
+"""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "musictx_lite"
+
+LAYERS = {
+    # 0: utilities, which every layer may use
+    "utilities": ["settings", "version", "tokens", "config", "device", "checkpoint"],
+    # 1: input and output: data sets, MIDI, scores, audio, statistics of music
+    "io": ["data", "music", "score", "stats"],
+    # 2: the model: its parts, the decoder, the registry, what it is scored on, the causality probes
+    "model": ["tasks", "attention", "positions", "relative", "local", "fnet", "rnn", "voices", "blocks",
+              "decoder", "fill", "probes", "models"],
+    # 3: experiments: training, sampling, sizes and budgets, comparison, benchmarks, reproduction
+    "experiments": ["training", "sample", "baselines", "profiles", "compare", "bench", "reproduce", "hub"],
+    # 4: the classroom: exercises and their checkers, widgets, figures, the leaderboard, the chapter setup
+    "classroom": ["plots", "widgets", "leaderboard", "checkers", "chapter", "exercises"],
+    # 5: the entry points
+    "entry": ["__init__", "__main__"],
+}
+LEVEL = {mod: i for i, mods in enumerate(LAYERS.values()) for mod in mods}
+
+
+def unit(parts: tuple[str, ...]) -> str:
+    """The layer unit of a module path inside the package: its top-level module (subpackages count as one)."""
+    return parts[0]
+
+
+def modules() -> dict[str, Path]:
+    return {".".join(p.relative_to(PKG).with_suffix("").parts): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports(name: str, path: Path) -> list[tuple[str, int]]:
+    """(imported module of the package, line) for every relative import in the file, at any depth."""
+    package = name.split(".")[:-1]                              # the package the file sits in
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            if node.module:
+                found.append((".".join(base + node.module.split(".")), node.lineno))
+            else:                                                   # from . import settings
+                found += [(".".join(base + [a.name]), node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            for n in names:
+                if n and n.split(".")[0] == "musictx_lite":
+                    found.append((".".join(n.split(".")[1:]) or "__init__", node.lineno))
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    """Unit -> the units it imports (subpackages collapsed to their name), self-imports dropped."""
+    g: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        src = unit(tuple(name.split(".")))
+        for target, _ in imports(name, path):
+            dst = unit(tuple(target.split("."))) if target else "__init__"
+            if dst != src:
+                g.setdefault(src, set()).add(dst)
+        g.setdefault(src, set())
+    return g
+
+
+def test_every_module_has_a_layer():
+    units = {unit(tuple(n.split("."))) for n in modules()}
+    assert units - set(LEVEL) == set(), "give each new module its layer in tests/test_layers.py"
+    assert set(LEVEL) - units == set(), "a layer lists a module that no longer exists"
+
+
+def test_no_import_points_upward():
+    upward = []
+    for name, path in modules().items():
+        src = unit(tuple(name.split(".")))
+        for target, line in imports(name, path):
+            dst = unit(tuple(target.split(".")))
+            if dst in LEVEL and LEVEL[dst] > LEVEL[src]:
+                upward.append(f"{path.relative_to(PKG.parent)}:{line} ({list(LAYERS)[LEVEL[src]]}) imports "
+                              f"{dst} ({list(LAYERS)[LEVEL[dst]]})")
+    assert upward == []
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle found by a depth-first search (one per back edge)."""
+    found, state = [], {}
+
+    def visit(n, stack):
+        state[n] = "open"
+        for m in sorted(g.get(n, ())):
+            if state.get(m) == "open":
+                found.append(stack[stack.index(m):] + [m])
+            elif m not in state:
+                visit(m, stack + [m])
+        state[n] = "done"
+
+    for n in sorted(g):
+        if n not in state:
+            visit(n, [n])
+    return found
+
+
+def test_the_imports_form_no_cycle():
+    assert cycles(graph()) == []
+
+
+@pytest.mark.parametrize("g,has_cycle", [({"a": {"b"}, "b": {"c"}, "c": set()}, False),
+                                         ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True),
+                                         ({"a": {"a"}}, True)])
+def test_the_cycle_search_can_fail(g, has_cycle):
+    assert bool(cycles(g)) == has_cycle
+
+
+def test_the_import_reader_sees_lazy_and_relative_imports(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from . import settings\nfrom .data import Piece\n\ndef f():\n    from ..x import y\n"
+                   "    import musictx_lite.hub\n")
+    found = [t for t, _ in imports("exercises.m", src)]
+    assert found == ["exercises.settings", "exercises.data", "x", "hub"]
+
+
+def test_settings_are_read_in_one_place(monkeypatch):
+    from musictx_lite import settings
+
+    readers = sorted(str(p.relative_to(PKG)) for p in PKG.rglob("*.py")
+                     if p.name != "settings.py" and re.search(r"os\.environ|getenv", p.read_text()))
+    assert readers == []
+    monkeypatch.setenv("MUSICTX_DATA", " jsb ")
+    monkeypatch.setenv("MUSICTX_PROGRESS", "0")
+    monkeypatch.delenv("MUSICTX_PROFILE", raising=False)
+    assert settings.data() == "jsb" and settings.progress() is False and settings.profile() is None
+    monkeypatch.setenv("MUSICTX_PROFILE", "")                       # set but empty: as if unset
+    assert settings.profile() is None
