@@ -57,6 +57,17 @@ def record(name: str) -> dict:
     return json.loads((HERE / f"{name}.json").read_text())
 
 
+# The recipe's variants trained at the full budget and not shipped (validation chose the shipped models):
+# a file per variant, ``HERE/<variant>.json``, with ``about``, ``change`` (the settings that differ from the
+# shipped models' records) and ``records`` (one per model, without weights). Chapter 11 compares them.
+TRIED = ("context-512",)
+
+
+def tried() -> dict[str, dict]:
+    """Every variant of ``TRIED``, by name: its ``about``, ``change`` and ``records``."""
+    return {v: json.loads((HERE / f"{v}.json").read_text()) for v in TRIED}
+
+
 def pretrained(name: str = "relative", device: torch.device | str | None = None) -> nn.Module:
     """Pretrained model ``name`` (``available()``), in float32 and eval mode, on ``device`` (default: the best
     one, ``pick_device``), ready to sample with ``generate``."""

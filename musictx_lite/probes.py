@@ -5,7 +5,7 @@ Notebook: notebooks/03_masking.ipynb
 Two ways to ask. The perturbation probe changes every token after t and
 checks that the outputs up to t do not move. The gradient probe measures
 |d out_i / d x_j|, the norm of a (C', C) Jacobian block, for every pair: a
-causal layer has exact zeros above the diagonal. tests/test_probes.py runs
+causal layer has exact zeros above the diagonal. tests/model/test_probes.py runs
 both over every next-token model in ``models.MODELS``, so a model that a
 later chapter adds is checked without anyone remembering to.
 """

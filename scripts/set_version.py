@@ -4,7 +4,7 @@
 
 The version lives in ``musictx_lite/version.py`` (``__version__``; pyproject.toml reads it). The
 install cells pin the git tag ``v<version>`` of the repository in ``_config.yml``; this script rewrites
-them and the student notebooks, and tests/test_book.py fails when the two disagree. Tag the release
+them and the student notebooks, and tests/book/test_book.py fails when the two disagree. Tag the release
 (``git tag v0.2.0 && git push --tags``) so that Colab can install it.
 """
 from __future__ import annotations

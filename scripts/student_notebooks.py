@@ -6,7 +6,7 @@ A student notebook is its chapter with the reference solutions taken out: every 
 ``exercise_<chapter>_<n>(...)`` is removed, every output is cleared, and the "Your solution here."
 cells stay, with the checker to call where the exercise asks for code. The committed copies in
 ``notebooks/students`` are what the Colab links of the book and the lecturer's guide open;
-``--check`` (and tests/test_students.py) fails when they differ from what this script makes.
+``--check`` (and tests/classroom/test_students.py) fails when they differ from what this script makes.
 ``--links`` first points every chapter's link to its student version at the repository and branch
 of ``_config.yml`` (for a semester pinned to a release tag).
 """

@@ -30,7 +30,7 @@ on every page, a JavaScript error that the browser test would report).
 After the build, every HTML page is scanned for resources that a browser would
 fetch from another host (:func:`remote_resources`): each one is a warning, so
 ``make book`` (``-W``) fails on it, for every chapter, not only the one that
-``tests/test_offline.py`` opens in a browser.
+``tests/book/test_offline.py`` opens in a browser.
 
 Where MathJax comes from: the npm registry's release tarball, ``mathjax-3.2.2.tgz``.
 It is downloaded once with urllib, its sha256 is checked against the value pinned

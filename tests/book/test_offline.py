@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import offline  # noqa: E402  (book/_ext/offline.py)
 
@@ -68,7 +68,7 @@ def build_small_book(dest: Path) -> tuple[Path, str]:
 
 @pytest.fixture(scope="session")
 def small_book(tmp_path_factory, worker_id) -> tuple[Path, str]:
-    """One build per test run, shared by the xdist workers (and tests/test_slides.py): the first
+    """One build per test run, shared by the xdist workers (and tests/book/test_slides.py): the first
     worker builds under a lock, the others wait and reuse it."""
     from filelock import FileLock
 

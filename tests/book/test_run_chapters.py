@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def notebook(path: Path, *sources: str) -> None:

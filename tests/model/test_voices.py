@@ -1,4 +1,4 @@
-"""Chapter 11's voice embedding and the "relative-voice" model (causality: tests/test_probes.py)."""
+"""Chapter 11's voice embedding and the "relative-voice" model (causality: tests/model/test_probes.py)."""
 import numpy as np
 import torch
 

@@ -18,7 +18,7 @@ from musictx_lite.fnet import causal_fft_conv
 from musictx_lite.positions import LearnedPositions, sinusoids
 from musictx_lite.relative import skew
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE  # noqa: E402
 from virtual_device import VirtualDevice  # noqa: E402
 

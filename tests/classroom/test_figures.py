@@ -12,7 +12,7 @@ import torch                         # noqa: E402
 
 from musictx_lite import plots       # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def colours(im) -> np.ndarray:

@@ -1,6 +1,6 @@
 """scripts/build_slides.py: reveal.js decks from the executed chapters, offline.
 
-The deck of chapter 0 is built from the small book that tests/test_offline.py builds (one build per
+The deck of chapter 0 is built from the small book that tests/book/test_offline.py builds (one build per
 test run, shared); the slide structure of every chapter is checked on the sources, without running them.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from test_offline import CHAPTER, SCREENSHOTS, chromium_or_skip, offline, small_book  # noqa: F401 (fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 

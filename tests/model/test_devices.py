@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
 from virtual_device import DeviceMismatch, VirtualDevice  # noqa: E402
 

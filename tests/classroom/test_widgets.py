@@ -17,7 +17,7 @@ from musictx_lite.attention import attention_weights
 from musictx_lite.plots import token_time
 from musictx_lite.relative import relative_logits_direct, skew
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
 from virtual_device import VirtualDevice  # noqa: E402
 
