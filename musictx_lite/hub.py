@@ -60,7 +60,7 @@ def record(name: str) -> dict:
 # The recipe's variants trained at the full budget and not shipped (validation chose the shipped models):
 # a file per variant, ``HERE/<variant>.json``, with ``about``, ``change`` (the settings that differ from the
 # shipped models' records) and ``records`` (one per model, without weights). Chapter 11 compares them.
-TRIED = ("context-512",)
+TRIED = ("context-512", "width-192")
 
 
 def tried() -> dict[str, dict]:
