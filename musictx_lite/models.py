@@ -77,10 +77,6 @@ class Spec:
     paper: str | None = None           # its row in chapter 11's reproduction of the paper's Table 2, if any
 
 
-def _scores(L: int, cfg: ModelConfig) -> int:
-    return 8 * cfg.n_heads * L * L * 4             # scores, weights and their gradients, float32
-
-
 MODELS: dict[str, Spec] = {
     "lstm": Spec(LSTMModel, 1, "lstm"),
     "lstm-attention": Spec(LSTMAttention, 1, "lstm"),
