@@ -134,6 +134,7 @@ def open_offline(browser, url: str):
 
     ctx.route("**/*", route)
     page = ctx.new_page()
+    page.set_default_timeout(120_000)    # loads and waits; 2 CPU cores busy with the other test worker are slow
     page.on("request", lambda r: requests.append(r.url))
     page.on("requestfailed", lambda r: failed.append(f"{r.url[:120]} ({r.failure})"))
     page.on("pageerror", lambda e: errors.append(str(e)))
