@@ -5,18 +5,20 @@ Each module's docstring names the chapter of the book that explains it.
 from __future__ import annotations
 
 from .version import __version__
-from .data import Piece, Splits, load_chorales, load_data, load_jsb
-from .tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
-from .music import grid_to_midi, midi_to_grid, piano_roll, play, read_midi, write_midi
+from .io.data import Piece, Splits, load_chorales, load_data, load_jsb
+from .io.tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
+from .io.midi import grid_to_midi, midi_to_grid, read_midi, write_midi
+from .classroom.plots import piano_roll
+from .io.audio import play
 from .device import model_device, pick_device, to_model
-from .config import ModelConfig
-from .tasks import evaluate_nll, evaluate_prefix_nll
-from .training import History, TrainConfig, train
-from .models import MODELS, build_model, load_checkpoint, n_params
-from .chapter import setup
-from .profiles import Profile, get_profile
-from .sample import generate, prompt_from
-from .hub import pretrained
+from .models.config import ModelConfig
+from .models.tasks import evaluate_nll, evaluate_prefix_nll
+from .experiments.training import History, TrainConfig, train
+from .models.registry import MODELS, build_model, load_checkpoint, n_params
+from .classroom.chapter import setup
+from .experiments.profiles import Profile, get_profile
+from .experiments.sample import generate, prompt_from
+from .experiments.hub import pretrained
 
 __all__ = [
     "__version__", "Piece", "Splits", "load_chorales", "load_data", "load_jsb",

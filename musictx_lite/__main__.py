@@ -108,7 +108,7 @@ def _check_writable(path: str, what: str, directory: bool = False) -> Path:
 
 def cmd_train(a: argparse.Namespace) -> None:
     from . import build_model, get_profile, load_data, train
-    from .models import n_params
+    from .models.registry import n_params
 
     _check_writable(a.out, "--out", directory=True)
     device = a.device if a.device is not None else _default_device()
@@ -157,15 +157,15 @@ def _chorale_prompt(a: argparse.Namespace, n_steps: int) -> tuple[np.ndarray, st
 
 def cmd_generate(a: argparse.Namespace) -> None:
     from . import generate, load_checkpoint, write_midi
-    from .tasks import NEXT_TOKEN
-    from .tokens import decode
+    from .models.tasks import NEXT_TOKEN
+    from .io.tokens import decode
 
     _check_writable(a.out, "--out")
     prompt, what = None, "from scratch"
     if a.prompt_midi is not None:                      # read it first: a bad file fails before the model loads
         prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
     if a.pretrained is not None:
-        from .hub import pretrained, record
+        from .experiments.hub import pretrained, record
 
         model = pretrained(a.pretrained, device=a.device or "cpu")
         ck = {"model_name": f"pretrained {a.pretrained}", "step": record(a.pretrained)["best_step"]}
@@ -185,7 +185,7 @@ def cmd_generate(a: argparse.Namespace) -> None:
 
 def cmd_baselines(a: argparse.Namespace) -> None:
     from . import load_data
-    from .baselines import NGram, SameVoice
+    from .experiments.baselines import NGram, SameVoice
 
     data = load_data(a.data)
     print(data.source)
@@ -196,7 +196,7 @@ def cmd_baselines(a: argparse.Namespace) -> None:
 
 
 def cmd_bench(a: argparse.Namespace) -> None:
-    from .bench import bench_attention, bench_sampling, format_sampling, format_table, plot_bench
+    from .experiments.bench import bench_attention, bench_sampling, format_sampling, format_table, plot_bench
 
     if a.what == "sample":                             # sampling speed, with and without the cache
         rows = bench_sampling(a.models, a.tokens, profile=a.profile, device=a.device)
@@ -231,8 +231,8 @@ def cmd_bench(a: argparse.Namespace) -> None:
 
 
 def cmd_budget(a: argparse.Namespace) -> None:
-    from .models import MODELS, build_model, n_params
-    from .profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
+    from .models.registry import MODELS, build_model, n_params
+    from .experiments.profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
 
     p = get_profile(a.profile)
     print(f"profile {p.name}: estimated training time on a T4 = FLOPs / {T4_FLOPS:.0e} FLOP/s "
@@ -247,7 +247,7 @@ def cmd_budget(a: argparse.Namespace) -> None:
 
 def cmd_reproduce(a: argparse.Namespace) -> None:
     from . import get_profile, load_jsb
-    from .reproduce import JSB_MODELS, format_table, reproduce_jsb
+    from .experiments.reproduce import JSB_MODELS, format_table, reproduce_jsb
 
     _check_writable(a.out, "--out", directory=True)
     device = a.device if a.device is not None else _default_device()
@@ -263,7 +263,7 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
     rows = reproduce_jsb(p, a.out, data, device, progress=not a.quiet, names=names)
     print(format_table(rows))
     if a.export is not None:
-        from .hub import export
+        from .experiments.hub import export
 
         for r in rows:
             rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device,
@@ -281,8 +281,8 @@ def _write_results(path: str, content: dict, device) -> None:
     """A results file: ``content`` with its provenance (command, commit, device, versions, date), atomically."""
     import json
 
-    from .data import atomic_write
-    from .hub import provenance
+    from .io.data import atomic_write
+    from .experiments.hub import provenance
 
     out = {**provenance(device), **content}
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
@@ -292,7 +292,7 @@ def _write_results(path: str, content: dict, device) -> None:
 def cmd_compare(a: argparse.Namespace) -> None:
     """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
     from . import get_profile, load_jsb
-    from .compare import compare_seeds, format_seeds
+    from .experiments.compare import compare_seeds, format_seeds
 
     _check_writable(a.out, "--out", directory=True)
     _check_results_path(a.export)
@@ -311,7 +311,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
 def _ablation(a: argparse.Namespace, device) -> None:
     """``reproduce ablation``: what each ingredient of the recipe buys; with --export, a results file."""
     from . import load_jsb
-    from .reproduce import ABLATION, ABLATION_BUDGET, ablation, format_ablation
+    from .experiments.reproduce import ABLATION, ABLATION_BUDGET, ablation, format_ablation
 
     _check_results_path(a.export)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
@@ -327,11 +327,11 @@ def _ablation(a: argparse.Namespace, device) -> None:
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    from .bench import implementations
-    from .compare import compared
-    from .models import MODELS
-    from .hub import NAMES as PRETRAINED
-    from .profiles import PROFILES
+    from .experiments.bench import implementations
+    from .experiments.compare import compared
+    from .models.registry import MODELS
+    from .experiments.hub import NAMES as PRETRAINED
+    from .experiments.profiles import PROFILES
 
     ap = argparse.ArgumentParser(prog="python -m musictx_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,4 +1,4 @@
-"""Rebuild ``musictx_lite/data/chorales.npz`` from the Bach chorales in music21.
+"""Rebuild ``musictx_lite/io/chorales.npz`` from the Bach chorales in music21.
 
 Chapter 0 ("Music as tokens") describes the result. Run from the repository root::
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-OUT = Path(__file__).resolve().parents[1] / "musictx_lite" / "data" / "chorales.npz"
+OUT = Path(__file__).resolve().parents[1] / "musictx_lite" / "io" / "chorales.npz"
 STEPS_PER_QUARTER = 4  # 16th-note grid
 SPLIT_SEED = 0
 SPLIT_FRACTIONS = (0.6, 0.2, 0.2)  # train, valid, test

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from musictx_lite.device import pick_device
-    from musictx_lite.hub import provenance
+    from musictx_lite.experiments.hub import provenance
 
     paths = sorted(p for p in args.notebooks.glob("*.ipynb")
                    if args.only is None or p.name.split("_")[0] in args.only)

@@ -23,7 +23,7 @@ SOLUTION = re.compile(r"\bexercise_\d+_\d+\(")
 NOTE = ("> **Student version.** This notebook is generated from the book's chapter by "
         "`scripts/student_notebooks.py`, without the reference solutions of the exercises. Write yours in "
         "the empty cells; where an exercise asks for code, the cell names a checker from "
-        "`musictx_lite.checkers` that tests your answer.")
+        "`musictx_lite.classroom.checkers` that tests your answer.")
 # the book's paragraph at the top of the exercises points at the hidden solutions: not here
 BOOK_PARAGRAPH = re.compile(r"Try each exercise in the empty cell under it\..*?(?=\n\n|$)", re.S)
 STUDENT_PARAGRAPH = "Try each exercise in the empty cell under it; the reference solutions are in the book."
@@ -51,7 +51,7 @@ def student_version(nb: dict) -> dict:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
         else:
-            checkers = any("musictx_lite.checkers import" in "".join(c["source"]) for c in out["cells"])
+            checkers = any("musictx_lite.classroom.checkers import" in "".join(c["source"]) for c in out["cells"])
             paragraph = STUDENT_PARAGRAPH + (CHECKER_SENTENCE if checkers else "")
             cell["source"] = BOOK_PARAGRAPH.sub(lambda m: paragraph, "".join(cell["source"]))
         cells.append(cell)

@@ -84,7 +84,7 @@ MATHJAX_PATH = f"{MATHJAX_DIR}/tex-chtml-full.js"   # Sphinx's mathjax_path: rel
 
 def cache_dir() -> Path:
     """``$MUSICTX_CACHE/npm``, else ``~/.cache/musictx_lite/npm``."""
-    from musictx_lite.data import cache_root
+    from musictx_lite.io.data import cache_root
 
     return cache_root() / "npm"
 

@@ -77,7 +77,7 @@ def test_heatmaps_go_through_the_plots_helper(path):
     """plots.heatmap draws every heatmap with a colour bar and two fixed colours for booleans."""
     src = "\n".join("".join(c["source"]) for c in code_cells(path))
     bare = re.findall(r"\.(imshow|matshow|pcolormesh)\(", src)
-    assert not bare, f"{path.name} draws a heatmap with {bare}: use musictx_lite.plots.heatmap(s)"
+    assert not bare, f"{path.name} draws a heatmap with {bare}: use musictx_lite.classroom.plots.heatmap(s)"
 
 
 def test_toc_lists_every_chapter_and_page():

@@ -186,7 +186,7 @@ def test_slide_rules_on_a_small_notebook():
                          outputs=[v4.new_output("stream", name="stdout", text="y\n" * 50)]),
         v4.new_code_cell("exercise_1_1(data);"),
         v4.new_code_cell("# Your solution here."),
-        v4.new_code_cell("# Your solution here. Then test it:\n# from musictx_lite.checkers import check_1_1\n"
+        v4.new_code_cell("# Your solution here. Then test it:\n# from musictx_lite.classroom.checkers import check_1_1\n"
                          "# check_1_1(MyAttention)  # MyAttention(C)"),
         v4.new_markdown_cell("## Bibliography\n\n```{bibliography}\n:filter: docname in docnames\n:keyprefix: c1-\n```"),
     ])

@@ -1,4 +1,4 @@
-"""The self-checks for the exercises (musictx_lite/checkers.py): every reference solution passes,
+"""The self-checks for the exercises (musictx_lite/classroom/checkers.py and each chapter's exercises module): every reference solution passes,
 and planted wrong answers fail with a line that names the problem, never with an exception."""
 import math
 import sys
@@ -10,13 +10,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from musictx_lite import ModelConfig, build_model, checkers
-from musictx_lite.attention import Head, MultiHeadAttention, attention, causal_mask
-from musictx_lite.checkers import CHECKERS, checkers_for
-from musictx_lite.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
-from musictx_lite.fnet import causal_fft_conv
-from musictx_lite.positions import LearnedPositions, sinusoids
-from musictx_lite.relative import skew
+from musictx_lite import ModelConfig, build_model
+from musictx_lite.classroom import checkers
+from musictx_lite.models.attention import Head, MultiHeadAttention, attention, causal_mask
+from musictx_lite.classroom.checkers import CHECKERS, checkers_for
+from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
+from musictx_lite.models.fnet import causal_fft_conv
+from musictx_lite.models.positions import LearnedPositions, sinusoids
+from musictx_lite.models.relative import skew
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE  # noqa: E402

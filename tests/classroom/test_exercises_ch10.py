@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.exercises import exercise_10_1, exercise_10_2, exercise_10_3
-from musictx_lite.exercises.ch10 import cached_logits, fft_conv_n, fourier_by_matmul
-from musictx_lite.fnet import causal_fft_conv
+from musictx_lite.classroom.exercises import exercise_10_1, exercise_10_2, exercise_10_3
+from musictx_lite.classroom.exercises.ch10 import cached_logits, fft_conv_n, fourier_by_matmul
+from musictx_lite.models.fnet import causal_fft_conv
 
 
 def test_exercise_10_1_real_matmuls_equal_fft2():

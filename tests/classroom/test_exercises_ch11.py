@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model, evaluate_nll
-from musictx_lite.exercises import exercise_11_1, exercise_11_2, exercise_11_3
-from musictx_lite.stats import STATS
-from musictx_lite.exercises.ch11 import out_of_range_mass, fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
+from musictx_lite.classroom.exercises import exercise_11_1, exercise_11_2, exercise_11_3
+from musictx_lite.io.stats import STATS
+from musictx_lite.classroom.exercises.ch11 import out_of_range_mass, fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
 
 TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=32)
 
@@ -62,8 +62,8 @@ def test_exercise_11_3_statistics_per_temperature(chorales):
         assert list(row) == [*STATS, "out_of_range_mass"]
         assert all(0 <= v <= 1 for k, v in row.items() if k != "mean_length") and row["mean_length"] >= 1
     # the mass on out-of-range pitches, recomputed by hand for one piece at T = 2
-    from musictx_lite.stats import RANGES
-    from musictx_lite.tokens import LOWEST, N_SPECIAL, encode
+    from musictx_lite.io.stats import RANGES
+    from musictx_lite.io.tokens import LOWEST, N_SPECIAL, encode
 
     p = chorales.test[0]
     x = torch.as_tensor(encode(p.pitches))[: model.context][None]

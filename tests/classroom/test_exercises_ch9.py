@@ -1,4 +1,4 @@
-from musictx_lite.exercises import exercise_9_1, exercise_9_2, exercise_9_3
+from musictx_lite.classroom.exercises import exercise_9_1, exercise_9_2, exercise_9_3
 
 
 def test_exercise_9_1_counts():

@@ -2,8 +2,8 @@
 import pytest
 import torch.nn as nn
 
-from musictx_lite import leaderboard
-from musictx_lite.training import History
+from musictx_lite.classroom import leaderboard
+from musictx_lite.experiments.training import History
 
 BASE = {"unigram": 3.41, "7-gram": 1.02, "same voice": 1.04}
 
@@ -101,8 +101,8 @@ def test_notebook_displays_the_table_once(board):
 def test_baselines_are_those_of_the_data_passed_in():
     """Computed once per data source: the default data's baselines are never served for other data."""
     from musictx_lite import load_chorales
-    from musictx_lite.baselines import baseline_nlls
-    from musictx_lite.data import Splits
+    from musictx_lite.experiments.baselines import baseline_nlls
+    from musictx_lite.io.data import Splits
 
     full = load_chorales()
     small = Splits(full.train[:5], full.valid[:3], full.test[:3], source="five chorales")

@@ -63,7 +63,7 @@ def test_student_version_has_no_solutions_and_no_outputs_but_every_exercise(path
     book = cells(path)
     student = sn.student_version(nbformat.read(path, as_version=4)).cells
     src = "\n".join(c.source for c in student)
-    assert not re.search(r"exercise_\d+_\d+\(", src) and "musictx_lite.exercises import" not in src
+    assert not re.search(r"exercise_\d+_\d+\(", src) and "musictx_lite.classroom.exercises import" not in src
     assert all(not c.outputs and c.execution_count is None for c in student if c.cell_type == "code")
     assert exercises(student) == exercises(book)
     empty = [c for c in student if c.cell_type == "code" and c.source.startswith("# Your solution")]
@@ -82,7 +82,7 @@ def test_student_version_of_a_planted_chapter():
                                   execution_count=3),
         nbformat.v4.new_markdown_cell("## Exercises\n\nTry each exercise in the empty cell under it. Hidden.\n\nX"),
         nbformat.v4.new_code_cell("# Your solution here."),
-        nbformat.v4.new_code_cell("from musictx_lite.exercises import exercise_1_1\nexercise_1_1();"),
+        nbformat.v4.new_code_cell("from musictx_lite.classroom.exercises import exercise_1_1\nexercise_1_1();"),
     ])
     out = sn.student_version(nb).cells
     assert [c.cell_type for c in out] == ["markdown", "markdown", "code", "markdown", "code"]
@@ -94,7 +94,7 @@ def test_student_version_of_a_planted_chapter():
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_each_exercise_that_asks_for_code_names_its_checker(path):
     """The empty cell of exercise N.M shows how to call check_N_M, for exactly the exercises with one."""
-    from musictx_lite.checkers import CHECKERS
+    from musictx_lite.classroom.checkers import CHECKERS
 
     chapter = int(path.name[:2])
     code = [c for c in cells(path) if c.cell_type == "code"]

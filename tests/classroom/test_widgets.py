@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 
 import musictx_lite as mtx
-from musictx_lite import widgets
-from musictx_lite.attention import attention_weights
-from musictx_lite.plots import token_time
-from musictx_lite.relative import relative_logits_direct, skew
+from musictx_lite.classroom import widgets
+from musictx_lite.models.attention import attention_weights
+from musictx_lite.classroom.plots import token_time
+from musictx_lite.models.relative import relative_logits_direct, skew
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402

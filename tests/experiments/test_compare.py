@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model, evaluate_nll, train
-from musictx_lite import compare as C
-from musictx_lite.probes import is_causal
+from musictx_lite.experiments import compare as C
+from musictx_lite.models.probes import is_causal
 from musictx_lite.models import MODELS
-from musictx_lite.profiles import PROFILES, Profile
-from musictx_lite.tasks import NEXT_TOKEN
-from musictx_lite.training import TrainConfig
+from musictx_lite.experiments.profiles import PROFILES, Profile
+from musictx_lite.models.tasks import NEXT_TOKEN
+from musictx_lite.experiments.training import TrainConfig
 
 TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32)
 
@@ -139,7 +139,7 @@ def test_paper_profile_gives_the_lstms_two_layers_of_256():
 
 def test_compare_seeds_writes_nll_per_piece(chorales, tmp_path):
     """Several seeds per model, each scored per piece: the pieces add up to the split's NLL, and seeds differ."""
-    from musictx_lite.data import Splits
+    from musictx_lite.io.data import Splits
 
     data = Splits(chorales.train, chorales.valid[:3], chorales.test[:2], chorales.source)
     res = C.compare_seeds(data, "smoke", seeds=(0, 1), names=["lstm", "relative"], out_dir=tmp_path,

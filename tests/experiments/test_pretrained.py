@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from musictx_lite import generate, load_jsb
-from musictx_lite.hub import HERE, NAMES, TRIED, available, pretrained, record, tried
-from musictx_lite.tasks import evaluate_nll
-from musictx_lite.tokens import VOCAB_SIZE
+from musictx_lite.experiments.hub import HERE, NAMES, TRIED, available, pretrained, record, tried
+from musictx_lite.models.tasks import evaluate_nll
+from musictx_lite.io.tokens import VOCAB_SIZE
 
 TARGET_RELATIVE = 0.335       # the Music Transformer's best JSB model (Huang et al. 2019, Table 2)
 MAX_BYTES = 8 * 2**20         # each shipped checkpoint is at most 8 MB
@@ -84,7 +84,7 @@ def test_pretrained_samples_music():
 
 def test_the_package_gives_pretrained_models_at_its_top_level():
     import musictx_lite
-    import musictx_lite.hub as hub
+    import musictx_lite.experiments.hub as hub
 
     a, b = musictx_lite.pretrained("relative", device="cpu"), hub.pretrained("relative", device="cpu")
     assert musictx_lite.pretrained is hub.pretrained and not a.training
@@ -98,7 +98,7 @@ def test_unknown_name_is_a_clear_error():
 
 def test_cli_generate_pretrained(tmp_path, capsys):
     from musictx_lite.__main__ import main
-    from musictx_lite.music import read_midi
+    from musictx_lite.io.midi import read_midi
 
     out = tmp_path / "bach.mid"
     main(["generate", "--pretrained", "relative", "--steps", "8", "--out", str(out)])
@@ -109,7 +109,7 @@ def test_cli_generate_pretrained(tmp_path, capsys):
 def test_cli_generate_at_a_tiny_temperature_is_greedy(tmp_path):
     """--temperature 1e-40 once overflowed to NaN probabilities and a traceback; now it is the argmax."""
     from musictx_lite.__main__ import main
-    from musictx_lite.music import read_midi
+    from musictx_lite.io.midi import read_midi
 
     a, b = tmp_path / "a.mid", tmp_path / "b.mid"
     for out, seed in ((a, "1"), (b, "2")):
@@ -161,7 +161,7 @@ def test_records_are_json_with_finite_numbers():
 
 
 def test_the_sampler_widget_defaults_to_the_shipped_relative_model(monkeypatch, jsb_path):
-    from musictx_lite import widgets
+    from musictx_lite.classroom import widgets
 
     seen = {}
     monkeypatch.setattr(widgets, "sampler_widget", lambda model, pieces, *a: seen.update(model=model, pieces=pieces))

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model, decode, generate, prompt_from
-from musictx_lite.tokens import BOS, HOLD, MASK, PAD
+from musictx_lite.io.tokens import BOS, HOLD, MASK, PAD
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import ModelConfig, TrainConfig, build_model, evaluate_nll, load_checkpoint, train
-from musictx_lite.tokens import BOS, PAD, VOCAB_SIZE
-from musictx_lite.tasks import Crops
-from musictx_lite.training import lr_at
+from musictx_lite.io.tokens import BOS, PAD, VOCAB_SIZE
+from musictx_lite.models.tasks import Crops
+from musictx_lite.experiments.training import lr_at
 
 SMALL = ModelConfig(n_embd=24, n_heads=2, block_size=32)
 
@@ -32,7 +32,7 @@ def test_crops_are_step_aligned_shifted_pairs(chorales):
     assert x.shape == y.shape == (64, 32)
     torch.testing.assert_close(x[:, 1:], y[:, :-1])
     # every crop starts at BOS or at a bass token: it is a slice 4k.. of some piece
-    from musictx_lite.tokens import encode
+    from musictx_lite.io.tokens import encode
 
     seqs = [torch.as_tensor(encode(p.pitches)) for p in chorales.train]
     for row in x[:8]:
@@ -153,7 +153,7 @@ def test_prefix_nll_equals_full_nll_for_causal_models_only(chorales):
 
 
 def test_evaluating_restores_the_mode_even_on_error():
-    from musictx_lite.tasks import evaluating
+    from musictx_lite.models.tasks import evaluating
 
     m = nn.Linear(2, 2).train()
     with pytest.raises(RuntimeError):
@@ -164,7 +164,7 @@ def test_evaluating_restores_the_mode_even_on_error():
 
 
 def test_an_unregistered_model_gets_a_usable_checkpoint(chorales, tmp_path):
-    from musictx_lite.tasks import NEXT_TOKEN
+    from musictx_lite.models.tasks import NEXT_TOKEN
 
     class MyBigram(Bigram):
         task = NEXT_TOKEN
@@ -184,7 +184,7 @@ def test_an_unregistered_model_gets_a_usable_checkpoint(chorales, tmp_path):
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint\n", bytes(range(256)) * 4])
 def test_a_file_that_is_not_a_checkpoint_is_a_clear_error(tmp_path, content):
-    from musictx_lite.training import read_checkpoint
+    from musictx_lite.experiments.training import read_checkpoint
 
     (tmp_path / "ckpt.pt").write_bytes(content)
     with pytest.raises(ValueError, match="is not a musictx_lite checkpoint"):
@@ -206,7 +206,7 @@ def test_invalid_train_configs_raise(kw):
 def test_transposed_crops_stay_in_the_vocabulary_and_use_every_shift(chorales):
     """Each transposed crop is its untransposed crop moved by one shift from its piece's range; over many
     crops every shift of that range appears; rests, BOS and PAD never move."""
-    from musictx_lite.tasks import shift_range
+    from musictx_lite.models.tasks import shift_range
 
     plain, moved = Crops(chorales.train[:3], 32, seed=4), Crops(chorales.train[:3], 32, seed=4, transpose=True)
     seen = {i: set() for i in range(3)}
@@ -227,8 +227,8 @@ def test_transposed_crops_stay_in_the_vocabulary_and_use_every_shift(chorales):
 
 
 def test_shift_range_keeps_every_note_inside():
-    from musictx_lite.tasks import shift_range
-    from musictx_lite.tokens import HIGHEST, LOWEST
+    from musictx_lite.models.tasks import shift_range
+    from musictx_lite.io.tokens import HIGHEST, LOWEST
 
     g = np.array([[60, 55, -1, 40], [62, 57, 50, 43]])
     lo, hi = shift_range(g)

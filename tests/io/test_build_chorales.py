@@ -16,7 +16,7 @@ def test_rebuild_from_music21_is_identical():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     rebuilt = mod.build()
-    with np.load(ROOT / "musictx_lite" / "data" / "chorales.npz", allow_pickle=False) as z:
+    with np.load(ROOT / "musictx_lite" / "io" / "chorales.npz", allow_pickle=False) as z:
         assert sorted(z.files) == sorted(rebuilt)
         for k in rebuilt:
             np.testing.assert_array_equal(z[k], rebuilt[k], err_msg=k)

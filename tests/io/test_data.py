@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from musictx_lite import data as D
-from musictx_lite.tokens import BOS, HOLD, LOWEST, N_SPECIAL, REST, VOCAB_SIZE, decode, encode
+from musictx_lite.io import data as D
+from musictx_lite.io.tokens import BOS, HOLD, LOWEST, N_SPECIAL, REST, VOCAB_SIZE, decode, encode
 
 
 def test_split_is_fixed_and_disjoint(chorales):
@@ -139,7 +139,7 @@ def test_load_jsb_default_source_is_the_local_copy_when_named(tmp_path, monkeypa
 def test_atomic_write_leaves_no_part_file_and_the_usual_mode(tmp_path):
     import os
 
-    from musictx_lite.data import atomic_write
+    from musictx_lite.io.data import atomic_write
 
     target = tmp_path / "x.json"
     target.write_text("old")

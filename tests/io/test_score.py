@@ -1,4 +1,4 @@
-"""musictx_lite.score: grids as four-part scores (music21 builds, verovio engraves)."""
+"""musictx_lite.io.score: grids as four-part scores (music21 builds, verovio engraves)."""
 import base64
 import re
 import sys
@@ -8,8 +8,9 @@ import pytest
 
 music21 = pytest.importorskip("music21")
 
-from musictx_lite import load_data, score  # noqa: E402
-from musictx_lite.music import notes_of  # noqa: E402
+from musictx_lite import load_data  # noqa: E402
+from musictx_lite.io import score  # noqa: E402
+from musictx_lite.io.midi import notes_of  # noqa: E402
 
 S, A, T, B = range(4)
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from musictx_lite.stats import (RANGES, chorale_stats, harmony_changes, out_of_range, parallels,
+from musictx_lite.io.stats import (RANGES, chorale_stats, harmony_changes, out_of_range, parallels,
                                 pitch_class_histogram, total_variation)
 
 A = [67, 64, 60, 48]          # G4 E4 C4 C3: soprano and tenor a fifth apart
@@ -109,7 +109,7 @@ def test_bad_input():
 
 
 def test_onset_positions_count_where_notes_start():
-    from musictx_lite.stats import onset_positions
+    from musictx_lite.io.stats import onset_positions
 
     # soprano: a half note, then four 16ths; the other voices rest
     g = np.full((12, 4), -1)
@@ -126,7 +126,7 @@ def test_onset_positions_count_where_notes_start():
 
 
 def test_bootstrap_interval_brackets_the_pooled_value_and_narrows_with_more_pieces():
-    from musictx_lite.stats import bootstrap_interval, onset_positions
+    from musictx_lite.io.stats import bootstrap_interval, onset_positions
 
     rng = np.random.default_rng(0)
     grids = [rng.integers(60, 64, (32, 4)) for _ in range(40)]
@@ -139,7 +139,7 @@ def test_bootstrap_interval_brackets_the_pooled_value_and_narrows_with_more_piec
 
 
 def test_rhythm_rows_count_onsets_and_lengths():
-    from musictx_lite.stats import STATS, note_lengths, onset_positions
+    from musictx_lite.io.stats import STATS, note_lengths, onset_positions
 
     g = np.full((12, 4), -1)
     g[0:8, 0] = 60                                       # soprano: a half note, then four 16ths
@@ -156,8 +156,8 @@ def test_rhythm_rows_count_onsets_and_lengths():
 
 
 def test_crossings_are_one_count_for_every_chapter(chorales):
-    from musictx_lite.music import voice_stats
-    from musictx_lite.stats import crossings
+    from musictx_lite.io.stats import voice_stats
+    from musictx_lite.io.stats import crossings
 
     assert crossings(grid([60, 64, 55, 48], [72, 64, 55, 48])) == (1, 6)
     assert crossings(grid([60, -1, 55, 48])) == (0, 1)                  # only T-B has both voices
@@ -166,7 +166,7 @@ def test_crossings_are_one_count_for_every_chapter(chorales):
 
 
 def test_stats_intervals_bracket_every_pooled_statistic_and_narrow_with_more_pieces(chorales):
-    from musictx_lite.stats import STATS, bootstrap_interval, stats_intervals
+    from musictx_lite.io.stats import STATS, bootstrap_interval, stats_intervals
 
     bach = [p.pitches for p in chorales.valid]
     row, ci = chorale_stats(bach), stats_intervals(bach, n=300)
@@ -185,7 +185,7 @@ def test_stats_intervals_bracket_every_pooled_statistic_and_narrow_with_more_pie
 
 
 def test_format_table_prints_rates_in_percent_and_intervals_under_their_row():
-    from musictx_lite.stats import HARMONY, RHYTHM, format_table
+    from musictx_lite.io.stats import HARMONY, RHYTHM, format_table
 
     g = grid(A, [69, 64, 62, 48], [72, 64, 53, 48])
     row = chorale_stats(g)
@@ -201,7 +201,7 @@ def test_format_table_prints_rates_in_percent_and_intervals_under_their_row():
 def test_repeat_lags_find_a_bar_that_comes_back():
     """20 steps copied 50 steps later: the steps whose whole bar before them is copied too (4 of them)
     continue a repeat at lag 50; every other step continues none."""
-    from musictx_lite.stats import repeat_lags
+    from musictx_lite.io.stats import repeat_lags
 
     g = np.stack([np.arange(100) % 97 + 30 + v for v in (30, 20, 10, 0)], axis=1)   # no step repeats
     g[60:80] = g[10:30]

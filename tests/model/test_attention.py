@@ -5,12 +5,12 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.attention import (Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask,
+from musictx_lite.models.attention import (Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask,
                                     recording)
-from musictx_lite.blocks import Block, FeedForward, LayerNorm
-from musictx_lite.decoder import Decoder
-from musictx_lite.fill import VoiceFill, evaluate_fill_nll, hide
-from musictx_lite.tokens import MASK, PAD
+from musictx_lite.models.blocks import Block, FeedForward, LayerNorm
+from musictx_lite.models.decoder import Decoder
+from musictx_lite.models.fill import VoiceFill, evaluate_fill_nll, hide
+from musictx_lite.io.tokens import MASK, PAD
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=16)
 
@@ -192,7 +192,7 @@ def test_multi_head_attention_takes_a_score_bias():
 
 
 def test_attention_weights_from_any_decoder_layer():
-    from musictx_lite.attention import attention_weights
+    from musictx_lite.models.attention import attention_weights
 
     torch.manual_seed(0)
     m = build_model("transformer", CFG).eval()

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from musictx_lite import MODELS, ModelConfig, build_model, generate
-from musictx_lite.decoder import Decoder
-from musictx_lite.local import LocalAttention
-from musictx_lite.sample import window_start
-from musictx_lite.tasks import NEXT_TOKEN
+from musictx_lite.models.decoder import Decoder
+from musictx_lite.models.local import LocalAttention
+from musictx_lite.experiments.sample import window_start
+from musictx_lite.models.tasks import NEXT_TOKEN
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
 NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, TrainConfig, build_model, train
-from musictx_lite.attention import recording
-from musictx_lite.blocks import Block
-from musictx_lite.probes import future_effect, gradient_dependency, is_causal
-from musictx_lite.fnet import (CausalFourierMatrix, CausalLongConv, FourierCache, FourierMixer,
+from musictx_lite.models.attention import recording
+from musictx_lite.models.blocks import Block
+from musictx_lite.models.probes import future_effect, gradient_dependency, is_causal
+from musictx_lite.models.fnet import (CausalFourierMatrix, CausalLongConv, FourierCache, FourierMixer,
                                causal_conv_direct,
                                causal_fft_conv, dft_real, hidden_fourier)
 

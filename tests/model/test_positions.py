@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from musictx_lite import ModelConfig, build_model, encode, load_data
-from musictx_lite.exercises import (exercise_6_1, exercise_6_2, exercise_6_3, exercise_8_1, exercise_8_2,
+from musictx_lite.classroom.exercises import (exercise_6_1, exercise_6_2, exercise_6_3, exercise_8_1, exercise_8_2,
                                     exercise_8_3)
-from musictx_lite.positions import lag_similarity, position_nll, sinusoids, voice_accuracy
+from musictx_lite.models.positions import lag_similarity, position_nll, sinusoids, voice_accuracy
 
 
 def test_voice_accuracy_reads_a_voice_code_and_not_noise():

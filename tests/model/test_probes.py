@@ -1,4 +1,4 @@
-"""The causality probes of ``musictx_lite.probes``, run over every registered model, and the profiles.
+"""The causality probes of ``musictx_lite.models.probes``, run over every registered model, and the profiles.
 
 A model that a later chapter registers in ``models.MODELS`` is covered here
 without anyone editing this file.
@@ -7,12 +7,13 @@ import pytest
 import torch
 import torch.nn as nn
 
-from musictx_lite import MODELS, ModelConfig, build_model, probes
-from musictx_lite.attention import Head, MultiHeadAttention
-from musictx_lite.blocks import Block
-from musictx_lite.profiles import PROFILES, SIZES, Profile
-from musictx_lite.tasks import NEXT_TOKEN
-from musictx_lite.training import TrainConfig
+from musictx_lite import MODELS, ModelConfig, build_model
+from musictx_lite.models import probes
+from musictx_lite.models.attention import Head, MultiHeadAttention
+from musictx_lite.models.blocks import Block
+from musictx_lite.experiments.profiles import PROFILES, SIZES, Profile
+from musictx_lite.models.tasks import NEXT_TOKEN
+from musictx_lite.experiments.training import TrainConfig
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
 NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)
@@ -118,7 +119,7 @@ def test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(name):
     model = build_model(name, P.model_config(name))
     batches = model.task.sampler(_pieces(), model.cfg.block_size, seed=0)
     x, y = batches.batch(2)
-    from musictx_lite.tasks import token_nll
+    from musictx_lite.models.tasks import token_nll
 
     loss = token_nll(model, x, y) / (y != 0).sum()
     loss.backward()

@@ -14,13 +14,14 @@ import test_probes
 import torch
 import torch.nn as nn
 
-from musictx_lite import bench, build_model
-from musictx_lite import compare as C
+from musictx_lite import build_model
+from musictx_lite.experiments import bench
+from musictx_lite.experiments import compare as C
 from musictx_lite.__main__ import build_parser
-from musictx_lite.config import ModelConfig
-from musictx_lite.decoder import Decoder
+from musictx_lite.models.config import ModelConfig
+from musictx_lite.models.decoder import Decoder
 from musictx_lite.models import MODELS, Spec, Timed
-from musictx_lite.profiles import PROFILES
+from musictx_lite.experiments.profiles import PROFILES
 
 NAME, IMPL = "past-mean", "past mean"
 

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.attention import MultiHeadAttention, attention
-from musictx_lite.probes import future_effect, is_causal
-from musictx_lite.local import LocalAttention, band_mask, local_relative_attention, skew_local
-from musictx_lite.positions import SinusoidalPositions, sinusoids
-from musictx_lite.relative import (ALiBi, RelativeGlobal, Rotary, ShawAttention, distances, relative_logits_direct,
+from musictx_lite.models.attention import MultiHeadAttention, attention
+from musictx_lite.models.probes import future_effect, is_causal
+from musictx_lite.models.local import LocalAttention, band_mask, local_relative_attention, skew_local
+from musictx_lite.models.positions import SinusoidalPositions, sinusoids
+from musictx_lite.models.relative import (ALiBi, RelativeGlobal, Rotary, ShawAttention, distances, relative_logits_direct,
                                    relative_logits_skew, skew)
 
 RELATIVE = ["shaw", "relative", "rope", "alibi", "local"]
@@ -208,7 +208,7 @@ def test_relative_global_direct_and_skew_models_agree():
 
 def test_bench_hands_the_same_relative_term_to_sdpa():
     """bench's 'SDPA + relative bias' row computes what the skew row computes, with the same weights."""
-    from musictx_lite.bench import implementations
+    from musictx_lite.experiments.bench import implementations
 
     torch.manual_seed(0)
     cfg = ModelConfig(n_embd=32, n_heads=4, block_size=16)

@@ -4,9 +4,9 @@ import torch
 
 from musictx_lite import ModelConfig, Piece, build_model, encode
 from musictx_lite.models import n_params
-from musictx_lite.profiles import PROFILES
-from musictx_lite.tasks import Crops
-from musictx_lite.voices import VoiceEmbedding, voice_of
+from musictx_lite.experiments.profiles import PROFILES
+from musictx_lite.models.tasks import Crops
+from musictx_lite.models.voices import VoiceEmbedding, voice_of
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
 

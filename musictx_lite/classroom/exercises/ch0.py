@@ -1,0 +1,100 @@
+"""Chapter 0 exercises: music as tokens.
+
+Notebook: notebooks/00_music_as_tokens.ipynb
+"""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+
+from ...experiments.baselines import SameVoice
+from ...io.data import Splits, load_data
+from ...io.stats import voice_stats
+from ...io.tokens import VOCAB_SIZE, VOICES, encode
+
+
+def exercise_0_1(data: Splits | None = None) -> float:
+    """Held or repeated? The share of sounding steps that re-strike the pitch the voice already holds.
+
+    This is what the plain raster encoding cannot represent.
+    """
+    data = data or load_data()
+    restruck = sounding = 0
+    for p in data.train:
+        if p.onsets is None:
+            raise ValueError("this data set has no onsets (the official JSB split does not keep them)")
+        prev = np.vstack([np.full((1, 4), -2), p.pitches[:-1]])
+        restruck += int((p.onsets & (p.pitches == prev)).sum())
+        sounding += int((p.pitches >= 0).sum())
+    share = restruck / sounding
+    print(f"{restruck} of {sounding} sounding steps re-strike the held pitch: {share:.2%}")
+    return share
+
+
+def exercise_0_2(data: Splits | None = None) -> dict[str, float]:
+    """Which voice is hardest to predict? The same-voice predictor's valid NLL, voice by voice, and why.
+
+    The why is in how each voice moves (``stats.voice_stats`` on train): a voice
+    that changes pitch more often, and by wider leaps, is harder to predict from
+    its own previous step.
+    """
+    data = data or load_data()
+    sv = SameVoice().fit(data.train)
+    table = sv._table(sv.alpha)
+    per_voice = {v: [] for v in VOICES}
+    for p in data.valid:
+        y = encode(p.pitches)[1:]
+        nll = -np.log(np.r_[sv.unigram[y[:4]], table[y[:-4], y[4:]]])
+        for v, name in enumerate(VOICES):
+            per_voice[name].append(nll[v::4])
+    out = {k: float(np.concatenate(v).mean()) for k, v in per_voice.items()}
+    motion = {name: voice_stats([p.pitches[:, [v]] for p in data.train]) for v, name in enumerate(VOICES)}
+    print("voice     NLL  moves on  mean move (semitones)")
+    for name in VOICES:
+        print(f"{name:8s} {out[name]:.3f}  {motion[name]['moves']:7.0%}  {motion[name]['leap']:8.2f}")
+    hard, easy = max(out, key=out.get), min(out, key=out.get)
+    why = (f"Hardest: the {hard}; easiest: the {easy}. Musically, the {hard} changes pitch on "
+           f"{motion[hard]['moves']:.0%} of steps and moves by {motion[hard]['leap']:.1f} semitones on "
+           f"average (the {easy}: {motion[easy]['moves']:.0%}, {motion[easy]['leap']:.1f}).")
+    if hard == "bass":
+        why += (" A chorale bass moves with the harmony, often from chord root to chord root, so it "
+                "moves more often and leaps further than the upper voices, which mostly hold or move "
+                "by step: its previous note says less about its next.")
+    print(textwrap.fill(why, 88))
+    return out
+
+
+def exercise_0_3(data: Splits | None = None, alpha: float = 0.5) -> float:
+    """Melody and harmony together: P(x_t | x_{t-4}, x_{t-1}), backed off to the same-voice table.
+
+    x_{t-4} is the voice's previous step (melody). x_{t-1} is the token just
+    before: for the alto, tenor and bass the voice above at the same step
+    (harmony), for the soprano the bass of the previous step. Returns the valid
+    NLL, and prints it per voice next to ``SameVoice``'s.
+    """
+    data = data or load_data()
+    sv = SameVoice().fit(data.train)
+    back = sv._table(sv.alpha)                                   # (V, V): P(x_t | x_{t-4})
+    counts = np.zeros((VOCAB_SIZE, VOCAB_SIZE, VOCAB_SIZE))
+    for p in data.train:
+        s = encode(p.pitches)
+        np.add.at(counts, (s[1:-4], s[4:-1], s[5:]), 1)           # (x_{t-4}, x_{t-1}, x_t)
+    pair, alone = {v: [] for v in VOICES}, {v: [] for v in VOICES}
+    for p in data.valid:
+        s = encode(p.pitches)
+        y, prev4, prev1 = s[5:], s[1:-4], s[4:-1]
+        c = counts[prev4, prev1]                                  # (N, V)
+        prob = (c[np.arange(len(y)), y] + alpha * back[prev4, y]) / (c.sum(1) + alpha)
+        first = -np.log(sv.unigram[s[1:5]])                       # the first step: no token 4 back
+        nll_pair = np.r_[first, -np.log(prob)]
+        nll_alone = np.r_[first, -np.log(back[prev4, y])]
+        for v, name in enumerate(VOICES):                         # target s[1 + i] is voice i mod 4
+            pair[name].append(nll_pair[v::4])
+            alone[name].append(nll_alone[v::4])
+    nll = float(np.concatenate([np.concatenate(x) for x in pair.values()]).mean())
+    print(f"P(x_t | x_t-4, x_t-1): {nll:.3f} nats/token; same voice alone: {sv.nll(data.valid):.3f}")
+    for name in VOICES:
+        a, b = np.concatenate(alone[name]).mean(), np.concatenate(pair[name]).mean()
+        print(f"  {name:8s} same voice {a:.3f} -> with x_t-1 {b:.3f} ({b - a:+.3f})")
+    return nll

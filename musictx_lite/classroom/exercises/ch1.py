@@ -1,0 +1,175 @@
+"""Chapter 1 exercises: attention in RNNs.
+
+Notebook: notebooks/01_attention_in_rnns.ipynb
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ...io.data import Splits, load_data
+from ...io.tokens import encode
+from ...models.attention import attention_weights
+from ...device import evaluating, model_device
+from . import grading
+
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau's additive score e_ij = v^T tanh(h_i W_1 + h_j W_2), causal, over hidden states."""
+
+    def __init__(self, C: int, d: int = 32):
+        super().__init__()
+        self.W1, self.W2 = nn.Linear(C, d, bias=False), nn.Linear(C, d, bias=False)
+        self.v = nn.Linear(d, 1, bias=False)
+
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        T = h.shape[1]
+        e = self.v(torch.tanh(self.W1(h)[:, :, None] + self.W2(h)[:, None, :])).squeeze(-1)   # (B, T, T)
+        e = e.masked_fill(torch.ones(T, T, dtype=torch.bool, device=h.device).triu(1), float("-inf"))
+        alpha = F.softmax(e, dim=-1)                                                        # (B, T, T)
+        return alpha @ h, alpha
+
+
+def exercise_1_1(C: int = 16, T: int = 10, seed: int = 0) -> AdditiveAttention:
+    """Additive attention: build it, and check the invariants of chapter 1 hold for it too."""
+    torch.manual_seed(seed)
+    att = AdditiveAttention(C)
+    h = torch.randn(2, T, C)
+    c, alpha = att(h)
+    assert torch.allclose(alpha.sum(-1), torch.ones(2, T)) and (alpha >= 0).all()
+    assert (alpha.triu(1) == 0).all()
+    h2 = h.clone()
+    h2[:, 6:] += 1.0
+    assert torch.allclose(att(h2)[0][:, :6], c[:, :6])           # the past does not see the future
+    print(f"additive attention: rows sum to 1, causal; {sum(p.numel() for p in att.parameters())} parameters "
+          f"(the bilinear W has {C * C})")
+    return att
+
+
+def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1.5), n_steps: int = 32,
+                 seed: int = 0, data: Splits | None = None) -> dict[float, float]:
+    """Temperature: how often does a voice change pitch from one 16th to the next, per temperature?
+
+    The same measure (``stats.voice_stats``) on Bach's valid chorales is the
+    reference: a too-hot sampler fidgets, a too-cold one stalls.
+    """
+    from ...io.stats import voice_stats
+    from ...experiments.sample import generate
+    from ...io.tokens import decode
+
+    data = data or load_data()
+    bach = voice_stats([p.pitches for p in data.valid])["moves"]
+    out = {}
+    for temp in temperatures:
+        g = decode(generate(model, prompt, n_steps, temperature=temp, seed=seed))[-n_steps:]
+        out[temp] = voice_stats(g)["moves"]
+        print(f"temperature {temp}: voices change pitch on {out[temp]:.0%} of steps")
+    print(f"Bach (every valid chorale): {bach:.0%} of steps")
+    closest = min(out, key=lambda t: abs(out[t] - bach))
+    print(f"closest to Bach: temperature {closest} (one sample of {n_steps} steps per temperature)")
+    return out
+
+
+def uniform_by_lag(T: int, max_lag: int) -> np.ndarray:
+    """Mean weight at lag l of a causal attention that is uniform over the past:
+    query i gives 1 / (i + 1) to each key j <= i; the mean runs over the queries i >= l."""
+    return np.array([np.mean(1.0 / np.arange(lag + 1, T + 1)) for lag in range(max_lag + 1)])
+
+
+def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 12, pieces: int = 8,
+                 steps: int = 64) -> np.ndarray:
+    """Where does the LSTM's attention look? Mean weight on the token ``lag`` positions back, against uniform."""
+    data = data or load_data()
+    mass = np.zeros(max_lag + 1)
+    T = 1 + 4 * steps
+    for p in data.valid[:pieces]:
+        a = attention_weights(model, encode(p.pitches[:steps])).numpy()  # (T, T), on any device
+        for lag in range(max_lag + 1):
+            mass[lag] += np.diagonal(a, -lag).mean()
+    mass /= pieces
+    uniform = uniform_by_lag(T, max_lag)                                  # same windows, uniform weights
+    best = np.argsort(mass)[::-1][:3]
+    print("lag      " + " ".join(f"{k:5d}" for k in range(max_lag + 1)))
+    print("weight   " + " ".join(f"{m:.3f}" for m in mass))
+    print("uniform  " + " ".join(f"{u:.3f}" for u in uniform))
+    print(f"largest at lags {best.tolist()}; against uniform: " + ", ".join(
+        f"lag {k} x{mass[k] / uniform[k]:.1f}" for k in best))
+    print("The query at i predicts x_(i+1); the state at lag 3 has just read x_(i-3), the same\n"
+          "voice one step before the target. Lag 4 is one token further back: that state read the\n"
+          "voice just above the target's previous note (for a soprano target, the bass before it).")
+    return mass
+
+
+# ----------------------------------------------------------------------------- checkers
+
+@grading.checker
+def check_1_1(attention, C: int | None = None) -> str:
+    """Exercise 1.1: additive attention, e_ij = v^T tanh(h_i W_1 + h_j W_2), causal.
+
+    ``attention``: your nn.Module class, built here as ``attention(C)`` (C = 16) on the CPU, or an
+    instance (checked on its device; C is its first Linear's input width unless you pass C=...).
+    ``forward(h)`` takes hidden states (B, T, C) and returns ``(contexts, weights)``: contexts
+    (B, T, C), each the weighted sum of h, and weights (B, T, T).
+
+    Checks, for T = 1 and 9: the shapes, weights >= 0, rows sum to 1, zero above the diagonal,
+    contexts = weights @ h, and that changing h after t leaves everything up to t as it was. If your
+    parameters are named like the reference's (``W1``, ``W2``: nn.Linear(C, d, bias=False), ``v``:
+    nn.Linear(d, 1, bias=False)), also that your module equals ``exercises.AdditiveAttention`` with
+    your weights. Returns True or False.
+    """
+    C = C or (grading.width(attention, 16) if isinstance(attention, nn.Module) else 16)
+    m = grading.instance(attention, (C,), f"({C})")
+    dev = model_device(m)
+    g = torch.Generator().manual_seed(0)
+
+    def run(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = grading.call("your module", m, h.to(dev))
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise grading.Fail(f"your module should return (contexts, weights), got {type(out).__name__}")
+        return grading.tensor("the contexts", out[0]).double(), grading.tensor("the weights", out[1]).double()
+
+    with evaluating(m), torch.no_grad():
+        for T in (1, 9):
+            h = torch.randn(2, T, C, generator=g)                          # (B, T, C)
+            ctx, w = run(h)
+            for what, x, shape in (("the contexts", ctx, (2, T, C)), ("the weights", w, (2, T, T))):
+                if tuple(x.shape) != shape:
+                    raise grading.Fail(f"{what} have shape {tuple(x.shape)} for h of shape {(2, T, C)}, "
+                                       f"expected {shape}")
+            if w.min() < -1e-6:
+                raise grading.Fail(f"weights are negative: min {w.min().item():.3g} (T = {T})")
+            rows = w.sum(-1)                                                # (B, T)
+            if (rows - 1).abs().max() > 1e-5:
+                b, i = np.unravel_index(int((rows - 1).abs().argmax()), tuple(rows.shape))
+                raise grading.Fail(f"rows do not sum to 1: row {i} sums to {rows[b, i].item():.4f} (T = {T}); "
+                            f"take the softmax over the keys, the last axis")
+            future = w.triu(1).abs()
+            if future.max() > 1e-6:
+                b, i, j = np.unravel_index(int(future.argmax()), tuple(future.shape))
+                raise grading.Fail(f"not causal: query {i} gives the later key {j} weight {w[b, i, j].item():.3f} "
+                                   f"(T = {T})")
+            grading.close(f"the context tensor (T = {T})", ctx, w @ h.double(), 1e-5, ref="weights @ h")
+        t = 4                                                               # change h after t
+        h2 = h.clone()
+        h2[:, t + 1:] = torch.randn(2, T - t - 1, C, generator=g)
+        ctx2, w2 = run(h2)
+        moved = max((ctx2 - ctx)[:, : t + 1].abs().max().item(), (w2 - w)[:, : t + 1].abs().max().item())
+        if moved > 1e-5:
+            raise grading.Fail(f"not causal: changing h after t = {t} moves the contexts or weights up to t by "
+                               f"{moved:.2e}")
+        note = "parameters not named like the reference's (W1, W2, v): invariants only"
+        sd = m.state_dict()
+        if set(sd) == {"W1.weight", "W2.weight", "v.weight"} and sd["W1.weight"].shape[1] == C:
+            ref = AdditiveAttention(C, sd["W1.weight"].shape[0])
+            grading.call("loading your weights into the reference", ref.load_state_dict,
+                         {k: v.cpu() for k, v in sd.items()})
+            ref_ctx, ref_w = ref(h.float())
+            grading.close("the weight tensor", w, ref_w, 1e-5, ref="the reference AdditiveAttention with your weights")
+            grading.close("the context tensor", ctx, ref_ctx, 1e-5,
+                          ref="the reference AdditiveAttention with your weights")
+            note = "equals the reference AdditiveAttention with your weights"
+    return (f"shapes, weights >= 0, rows sum to 1, causal, contexts = weights @ h, for T = 1 and 9; "
+            f"{note}")

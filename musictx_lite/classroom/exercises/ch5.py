@@ -1,0 +1,148 @@
+"""Chapter 5 exercises: blocks (RMSNorm, gradients through deep stacks, where the parameters are).
+
+Notebook: notebooks/05_blocks.ipynb
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ...io.data import Splits, load_data
+from ...models.blocks import LayerNorm
+from ...models.config import ModelConfig
+from ...models.registry import build_model, n_params
+from ...models.tasks import Crops, token_nll
+from ...device import evaluating, model_device
+from . import grading
+
+
+__all__ = ["RMSNorm", "exercise_5_1", "exercise_5_2", "exercise_5_3", "check_5_1"]
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * gamma, over the last (feature) axis: LayerNorm without the centring."""
+
+    def __init__(self, C: int, eps: float = 1e-5):
+        super().__init__()
+        self.gamma, self.eps = nn.Parameter(torch.ones(C)), eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)    # (B, T, 1)
+        return x / rms * self.gamma
+
+
+def exercise_5_1(C: int = 64, seed: int = 0) -> RMSNorm:
+    """RMSNorm against LayerNorm: equal on centred tokens, different under a shift, half the parameters."""
+    torch.manual_seed(seed)
+    rms, ln = RMSNorm(C), LayerNorm(C)
+    x = torch.randn(2, 5, C) * 3 + 1                                      # (B, T, C)
+    y = rms(x)
+    assert torch.allclose(y.pow(2).mean(-1), torch.ones(2, 5), atol=1e-4)  # every token has RMS 1
+    xc = x - x.mean(-1, keepdim=True)                                      # centred tokens
+    assert torch.allclose(rms(xc), ln(xc), atol=1e-5)                      # there they agree
+    shift = 10.0
+    d_ln = (ln(x + shift) - ln(x)).abs().max().item()
+    d_rms = (rms(x + shift) - rms(x)).abs().max().item()
+    assert d_ln < 1e-4 < d_rms
+    print("RMS of every output token: 1; on centred tokens RMSNorm == LayerNorm")
+    print(f"adding {shift} to every feature changes LayerNorm's output by {d_ln:.1e}, RMSNorm's by {d_rms:.2f}")
+    print(f"parameters per norm: LayerNorm {n_params(ln)} (gamma, beta), RMSNorm {n_params(rms)} (gamma)")
+    return rms
+
+
+def exercise_5_2(n_layers: int = 12, data: Splits | None = None, C: int = 64, seed: int = 0) -> dict[str, list[float]]:
+    """Gradient norm of each block's parameters at initialisation, pre-LN against post-LN."""
+    data = data or load_data()
+    cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, block_size=64)
+    x, y = Crops(data.train, cfg.block_size, seed).batch(16)              # (B, T) each
+    out = {}
+    for name, pre_ln in (("pre-LN", True), ("post-LN", False)):
+        torch.manual_seed(seed)
+        model = build_model("transformer" if pre_ln else "transformer-post-ln", cfg)
+        loss = token_nll(model, x, y) / (y != 0).sum()
+        loss.backward()
+        out[name] = [torch.cat([p.grad.flatten() for p in b.parameters()]).norm().item() for b in model.blocks]
+    print("block:  " + " ".join(f"{i:5d}" for i in range(1, n_layers + 1)))
+    for name, g in out.items():
+        print(f"{name:7s} " + " ".join(f"{v:5.3f}" for v in g))
+    ratio = {name: g[-1] / g[0] for name, g in out.items()}
+    print(f"last block / first block: pre-LN {ratio['pre-LN']:.2f}, post-LN {ratio['post-LN']:.2f}.")
+    if ratio["post-LN"] > 1 > ratio["pre-LN"]:
+        print("As Xiong et al. (2020) show, at initialisation post-LN's gradients grow towards the\n"
+              "output, so a large learning rate hits its top blocks hardest; pre-LN's do not grow. In\n"
+              "this chapter's stacks of 3 and 8 blocks the same trend was weaker: it grows with depth.")
+    return out
+
+
+def exercise_5_3(widths=(64, 192, 512), n_layers: int = 4, vocab_size: int = 54) -> dict[int, dict[str, float]]:
+    """Where are the parameters? Shares of attention, feed-forward, norms and embedding + read-out."""
+    out = {}
+    print(f"{n_layers} blocks, vocabulary {vocab_size}")
+    print("    C   attention  feed-forward  LayerNorms  embed+readout  total")
+    for C in widths:
+        m = build_model("transformer", ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, vocab_size=vocab_size))
+        parts = {
+            "attention": sum(n_params(b.mixer) for b in m.blocks),
+            "feed-forward": sum(n_params(b.ff) for b in m.blocks),
+            "LayerNorms": sum(n_params(b.ln1) + n_params(b.ln2) for b in m.blocks) + n_params(m.ln_f),
+            "embed+readout": n_params(m.tok_emb) + n_params(m.readout),
+        }
+        total = n_params(m)
+        assert sum(parts.values()) == total
+        assert (parts["feed-forward"] == n_layers * (8 * C * C + 5 * C)
+                and parts["attention"] == n_layers * (4 * C * C + C))
+        out[C] = {k: v / total for k, v in parts.items()}
+        print(f"{C:5d}   " + "  ".join(f"{out[C][k]:10.1%}" for k in parts) + f"  {total:10,d}")
+    print("Inside a block the feed-forward holds 8C^2 of the 12C^2 weights: two thirds, any width.")
+    return out
+
+
+# ----------------------------------------------------------------------------- checkers
+
+@grading.checker
+def check_5_1(norm, C: int | None = None) -> str:
+    """Exercise 5.1: RMSNorm, x / sqrt(mean(x^2) + eps) * gamma over the last axis.
+
+    ``norm``: your nn.Module class, built here as ``norm(C)`` (C = 16) on the CPU, or an instance
+    (checked on its device, C read from its gamma, its parameters restored afterwards). It maps
+    (..., C) to (..., C) and has one learned vector gamma of C values (no beta).
+
+    Checks: C parameters; with random gamma, the output changes when 10 is added to every feature of a
+    token (LayerNorm's would not); on zero-mean tokens it equals LayerNorm with the same gamma; and it
+    equals the reference ``exercises.RMSNorm`` (within 1e-4) on inputs of shapes (2, 5, C), (3, C),
+    (2, 2, 3, C). Returns True or False.
+    """
+    C = C or (grading.width(norm, 16) if isinstance(norm, nn.Module) else 16)
+    m = grading.instance(norm, (C,), f"({C})")
+    params = list(m.parameters())
+    if n_params(m) != C or len(params) != 1:
+        extra = " (gamma and beta: that is LayerNorm's)" if n_params(m) == 2 * C else ""
+        raise grading.Fail(f"your module has {n_params(m)} parameters in {len(params)} tensors{extra}; RMSNorm has "
+                    f"C = {C}, one gamma")
+    dev, g = model_device(m), torch.Generator().manual_seed(0)
+    run = lambda x: grading.tensor("the output", grading.call("your module", m, x.to(dev))).double()
+    with grading.randomised(m, seed=1, mean=1.0), evaluating(m), torch.no_grad():
+        gamma = params[0].detach().cpu().reshape(C)
+        ref = RMSNorm(C)
+        ref.gamma.copy_(gamma)
+        x = 3 * torch.randn(2, 5, C, generator=g) + 1                       # (B, T, C)
+        shift = (run(x + 10.0) - run(x)).abs().max().item()
+        if shift < 1e-2:
+            raise grading.Fail(f"the output does not change when 10 is added to every feature "
+                        f"(max change {shift:.1e}): "
+                        f"it subtracts the mean, as LayerNorm does")
+        for shape in ((2, 5, C), (3, C), (2, 2, 3, C)):
+            x = 3 * torch.randn(shape, generator=g) + 1
+            ms = x.pow(2).mean(-1, keepdim=True)
+            known = {"LayerNorm": F.layer_norm(x, (C,), gamma, None, 1e-5),
+                     "x / sqrt(mean(x^2)) without gamma": x / ms.sqrt(),
+                     "x / sqrt(sum(x^2)): the sum, not the mean": x / (C * ms).sqrt() * gamma,
+                     "x / mean(x^2): no square root": x / ms * gamma}
+            grading.close(f"the output for x of shape {shape}", run(x), ref(x), 1e-4, ref="the reference RMSNorm",
+                   known=known)
+        xc = x - x.mean(-1, keepdim=True)                                   # zero-mean tokens
+        grading.close("on zero-mean tokens, the output", run(xc), F.layer_norm(xc, (C,), gamma, None, 1e-5), 1e-4,
+               ref="LayerNorm with the same gamma")
+    return (f"{C} parameters; changes under a shift; equals LayerNorm on zero-mean tokens; equals the "
+            f"reference RMSNorm on 3 shapes, random gamma")

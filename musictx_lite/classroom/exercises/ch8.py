@@ -1,0 +1,113 @@
+"""Chapter 8 exercises: the skew by hand (masked and unmasked), the paper's Table 1, past the trained length.
+
+Notebook: notebooks/08_skew.ipynb
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ...io.data import Splits
+from ...models.positions import position_nll
+from ...models.relative import distances, relative_logits_direct
+from . import grading
+
+
+__all__ = ["exercise_8_1", "exercise_8_2", "exercise_8_3", "check_8_1"]
+
+
+def skew_unmasked(rel: torch.Tensor) -> torch.Tensor:
+    """Exercise 8.1's skew for unmasked attention: (L, 2L - 1) logits by distance -(L-1)..(L-1) -> (L, L)."""
+    L = rel.shape[0]
+    x = F.pad(rel, (0, 1)).flatten()                                    # pad a column on the right, flatten
+    x = F.pad(x, (0, L - 1)).reshape(L + 1, 2 * L - 1)                 # pad L - 1, reshape (L + 1, 2L - 1)
+    return x[:L, L - 1:]                                                # first L rows, last L columns
+
+
+def exercise_8_1(L: int = 5, d: int = 8, seed: int = 0) -> torch.Tensor:
+    """The skew by hand for one head, checked against the direct gather; then the unmasked version."""
+    torch.manual_seed(seed)
+    q, E = torch.randn(L, d), torch.randn(L, d)                         # queries, distances -(L-1)..0
+    R = q @ E.T                                                         # (L, L)
+    S = F.pad(R, (1, 0)).reshape(L + 1, L)[1:]                          # pad left, reshape, drop row 0
+    direct = relative_logits_direct(q[None], E[None])[0]                # (L, L), 0 above the diagonal
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    assert torch.allclose(S[causal], direct[causal], atol=1e-5)
+    print(f"masked skew, L = {L}: equal to the direct gather on all {int(causal.sum())} defined entries")
+    # unmasked: distances -(L-1)..(L-1), R2 (L, 2L-1); out[i, j] = R2[i, j - i + L - 1] for every j
+    E2 = torch.randn(2 * L - 1, d)
+    R2 = q @ E2.T                                                       # (L, 2L - 1)
+    S2 = skew_unmasked(R2)
+    ref = torch.stack([torch.stack([R2[i, j - i + L - 1] for j in range(L)]) for i in range(L)])
+    assert torch.allclose(S2, ref)
+    print("unmasked skew: pad a column on the right, flatten, pad L - 1,")
+    print("reshape to (L + 1, 2L - 1), keep the first L rows and the last L columns;")
+    print("every entry is defined")
+    return S2
+
+
+def exercise_8_2(D: int = 512, heads: int = 8, lengths=(2048, 3500)) -> dict[int, tuple[float, float]]:
+    """Memory of the relative embeddings per head: (L, L, D/h) for Shaw, (L, D/h) for the skew."""
+    d = D // heads
+    out = {}
+    for L in lengths:
+        shaw, skew = L * L * d * 4, L * d * 4
+        out[L] = (shaw, skew)
+        print(f"L = {L}: Shaw {shaw / 1e9:.2f} GB per head ({heads * shaw / 1e9:.1f} GB per layer), "
+              f"skew {skew / 1e6:.2f} MB per head")
+    assert abs(out[2048][0] / 1e9 - 1.07) < 0.01 and abs(out[2048][1] / 1e6 - 0.52) < 0.01
+    print("per head at L = 2048: 1.07 GB and 0.52 MB, the paper's 1.1 GB and 0.52 MB")
+    return out
+
+
+def exercise_8_3(model: nn.Module, data: Splits) -> tuple[float, float]:
+    """NLL by position past the trained length, for the relative decoder."""
+    L = model.context
+    c = position_nll(model, data.valid, 2 * L)                          # (2L,)
+    inside, past = c[4:L].mean().item(), c[L:].mean().item()
+    print(f"relative decoder, windows of {2 * L}: positions 4..{L - 1}: {inside:.3f}, "
+          f"{L}..{2 * L - 1}: {past:.3f} nats/token")
+    print(f"past L the NLL {'rises' if past > inside else 'does not rise'}: "
+          f"{past - inside:+.3f} nats/token")
+    print(f"what differs past L: a query sees more than the {L} keys of any training crop, and")
+    print(f"every key beyond distance -{L - 1} gets the same vector, E^r's farthest; the near")
+    print("distances keep the vectors they were trained with")
+    if past > inside:
+        print("so the likely cause of the rise is the extra keys: distances never seen in training,")
+        print("which the model cannot tell apart by distance, taking softmax weight from the near ones")
+    return inside, past
+
+
+# ----------------------------------------------------------------------------- checkers
+
+@grading.checker
+def check_8_1(skew: Callable, skew_unmasked: Callable | None = None) -> str:
+    """Exercise 8.1: the skew by hand, and (optional) its unmasked version.
+
+    ``skew(rel)``: your function. ``rel`` (L, L) = Q E^T, column r for distance r - (L - 1); it returns
+    S (L, L) with S[i, j] = rel[i, L - 1 + j - i] for j <= i (entries above the diagonal may be anything).
+    ``skew_unmasked(rel)``, if given: ``rel`` (L, 2L - 1), distances -(L - 1) .. L - 1; it returns
+    (L, L) with out[i, j] = rel[i, L - 1 + j - i] for every i, j.
+
+    Checks: ``skew`` equals ``relative.relative_logits_direct`` on random q, E on and below the diagonal,
+    for L = 1, 2, 5, 8; ``skew_unmasked`` equals the direct gather for L = 1, 3, 5. Returns True or False.
+    """
+    g, d = torch.Generator().manual_seed(0), 4
+    for L in (1, 2, 5, 8):
+        q, E = torch.randn(L, d, generator=g), torch.randn(L, d, generator=g)
+        direct = relative_logits_direct(q[None], E[None])[0]                 # (L, L), 0 above the diagonal
+        got = grading.call(f"your skew on a ({L}, {L}) matrix", skew, (q @ E.T).clone())
+        grading.close(f"for L = {L}, your S", got, direct, 1e-5, ref="relative_logits_direct on the entries j <= i",
+               mask=torch.ones(L, L, dtype=torch.bool).tril())
+    checked = "S[i, j] = rel[i, L - 1 + j - i] for j <= i, L = 1, 2, 5, 8"
+    if skew_unmasked is not None:
+        for L in (1, 3, 5):
+            rel = torch.randn(L, 2 * L - 1, generator=g)                     # (L, 2L - 1)
+            want = rel.gather(1, distances(L) + L - 1)                        # (L, L)
+            got = grading.call(f"your skew_unmasked on a ({L}, {2 * L - 1}) matrix", skew_unmasked, rel.clone())
+            grading.close(f"for L = {L}, the unmasked skew", got, want, 1e-6, ref="rel[i, L - 1 + j - i]")
+        checked += "; unmasked: every entry, L = 1, 3, 5"
+    return checked

@@ -1,0 +1,257 @@
+"""Benchmarks: time and peak memory of every attention implementation built so far,
+and the speed of sampling with and without a key/value cache.
+
+Notebook: notebooks/04_multi_head.ipynb shows the table and the plot; later
+chapters' models bring their implementations in their records (``models.Spec.timed``);
+notebooks/11_comparison.ipynb measures sampling.
+
+    python -m musictx_lite bench attention --lengths 128 256 512 1024 2048 --plot attention.png
+    python -m musictx_lite bench sample --models relative local --tokens 1024
+
+All implementations run in one process, one after the other at each length,
+so their ratios are measured under the same conditions.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..models.attention import MultiHeadAttention, causal_mask
+from ..models.config import ModelConfig
+from ..models.registry import MODELS, Timed
+from ..models.relative import RelativeGlobal
+
+
+class TorchMHA(nn.Module):
+    """``nn.MultiheadAttention``, causal, called the way its fast path wants."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(cfg.n_embd, cfg.n_heads, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        mask = ~causal_mask(T, x.device)                    # nn.MultiheadAttention: True = may NOT attend
+        return self.mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0]
+
+
+class SDPARelative(MultiHeadAttention):
+    """The relative term handed to SDPA as an additive mask, on every device. (The decoder's own
+    ``attention`` does so on CUDA only: on a CPU, SDPA with a bias that needs gradients is slower.)"""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, score_bias=RelativeGlobal(cfg))
+
+    def attend(self, q, k, v, need_weights):
+        T = q.shape[-2]
+        bias = self.score_bias(q).masked_fill(~causal_mask(T, q.device), float("-inf"))   # (B, nh, T, T)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
+
+
+# the implementations bench keeps for reference, which no model of the book uses: name -> (chapter, Timed)
+REFERENCES = {"nn.MultiheadAttention": (4, Timed(TorchMHA)),
+              "SDPA + relative bias": (8, Timed(SDPARelative))}
+
+
+@dataclass(frozen=True)
+class Implementation:
+    chapter: int                                           # where the book explains it
+    build: Callable[[ModelConfig], nn.Module]
+    nbytes: Callable[[int, ModelConfig], int] | None
+
+
+def implementations() -> dict[str, Implementation]:
+    """Every implementation ``bench attention`` times: the ``timed`` mixers of each record of ``MODELS``,
+    and ``REFERENCES``, in the book's order (by chapter; a chapter's models before its references)."""
+    found = [(spec.chapter, 0, name, t) for spec in MODELS.values() for name, t in spec.timed.items()]
+    found += [(chapter, 1, name, t) for name, (chapter, t) in REFERENCES.items()]
+    return {name: Implementation(chapter, t.build, t.nbytes)
+            for chapter, _, name, t in sorted(found, key=lambda f: f[:2])}
+
+
+def estimated_bytes(name: str, L: int, cfg: ModelConfig) -> int:
+    """What the largest tensors of one forward + backward need, roughly; used to skip what cannot fit.
+    Each implementation states its own (``Timed.nbytes``); by default the (L, L) scores of every head,
+    their weights and both gradients."""
+    nbytes = implementations()[name].nbytes
+    return nbytes(L, cfg) if nbytes is not None else 8 * cfg.n_heads * L * L * 4
+
+
+def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
+    """Peak of live CPU tensor memory during ``fn``, from the profiler's allocation events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)                                  # the profiler logs to fd 2 at start and stop
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    live = peak = 0
+    for e in sorted(prof.events(), key=lambda e: e.time_range.start):
+        live += e.self_cpu_memory_usage
+        peak = max(peak, live)
+    return peak
+
+
+def peak_bytes(fn: Callable[[], None], device: torch.device | str = "cpu") -> int:
+    """Peak memory that ``fn`` allocates beyond what was live before it: CUDA's counters on a GPU,
+    the profiler's allocation events elsewhere."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        return torch.cuda.max_memory_allocated() - base
+    return _peak_cpu_bytes(fn)
+
+
+def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_heads: int = 4, batch: int = 1,
+                    repeats: int = 3, device: str = "cpu", names: list[str] | None = None,
+                    max_gib: float = 4.0, chapter: int | None = None) -> list[dict]:
+    """Forward + backward time (best of ``repeats``) and peak memory per implementation and length.
+
+    ``names`` picks implementations of ``implementations()`` (default: all, or
+    those explained up to ``chapter``).
+    An implementation whose estimated memory exceeds ``max_gib`` at a length is
+    not run there: its row says ``fits: False`` and holds the estimate.
+    """
+    impls = implementations()
+    if names is None:
+        names = [n for n, impl in impls.items() if chapter is None or impl.chapter <= chapter]
+    rows = []
+    for L in lengths:
+        cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, block_size=L)
+        for name in names:
+            if name not in impls:
+                raise ValueError(f"unknown implementation {name!r}; choose from {list(impls)}")
+            need = estimated_bytes(name, L, cfg) * batch
+            if need > max_gib * 2**30:
+                rows.append({"impl": name, "L": L, "ms": float("nan"), "MiB": need / 2**20, "batch": batch,
+                             "fits": False})
+                continue
+            torch.manual_seed(0)
+            module = impls[name].build(cfg).to(device)
+            x = torch.randn(batch, L, n_embd, device=device, requires_grad=True)
+
+            def step() -> None:
+                module(x).sum().backward()
+
+            step()                                               # warm-up
+            times = []
+            for _ in range(repeats):
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                step()
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            peak = peak_bytes(step, device)
+            rows.append({"impl": name, "L": L, "ms": 1000 * min(times), "MiB": peak / 2**20, "batch": batch,
+                         "fits": True})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """One block per length: the time in milliseconds, that time relative to ``SDPA``'s at the same
+    length, then the peak memory in MiB; each ratio sits next to the quantity it divides."""
+    names = list(dict.fromkeys(r["impl"] for r in rows))
+    by = {(r["impl"], r["L"]): r for r in rows}
+    ref = "SDPA" if "SDPA" in names else names[0]
+    ratio = f"time / {ref}"
+    w, wn = max(11, len(ratio)), max(len("implementation"), *map(len, names))
+    lines = [f"{'L':>6s} {'implementation':>{wn}s}  {'time (ms)':>10s}  {ratio:>{w}s}  {'peak (MiB)':>10s}"]
+    for L in sorted({r["L"] for r in rows}):
+        for n in names:
+            r = by.get((n, L))
+            if r is None:
+                continue
+            if not r.get("fits", True):
+                lines.append(f"{L:6d} {n:>{wn}s}  {'-':>10s}  {'-':>{w}s}  {r['MiB']:10.0f}"
+                             "  does not fit (MiB estimated)")
+                continue
+            fits = (ref, L) in by and by[(ref, L)].get("fits", True)       # no ratio to a reference that does not fit
+            x = f"{r['ms'] / by[(ref, L)]['ms']:{w}.2f}" if fits else f"{'-':>{w}s}"
+            lines.append(f"{L:6d} {n:>{wn}s}  {r['ms']:10.2f}  {x}  {r['MiB']:10.1f}")
+    lines.append(f"(forward + backward, batch of {rows[0].get('batch', 1)}; "
+                 f"time / {ref}: over {ref}'s time at the same L)")
+    return "\n".join(lines)
+
+
+def plot_bench(rows: list[dict], path: str | None = None):
+    """Time and memory against sequence length, log-log, one line per implementation."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for n in dict.fromkeys(r["impl"] for r in rows):
+        rs = [r for r in rows if r["impl"] == n and r.get("fits", True)]
+        a.loglog([r["L"] for r in rs], [r["ms"] for r in rs], "o-", label=n, base=2)
+        b.loglog([r["L"] for r in rs], [max(r["MiB"], 1e-3) for r in rs], "o-", label=n, base=2)
+    a.set(xlabel="sequence length L", ylabel="ms (forward + backward)", title="time")
+    b.set(xlabel="sequence length L", ylabel="peak MiB", title="memory")
+    for ax in (a, b):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def bench_sampling(names: list[str], n_tokens: int = 1024, context: int | None = None, profile: str = "cpu",
+                   device: str = "cpu", modes: tuple[bool, ...] = (True, False)) -> list[dict]:
+    """Sampling speed, tokens per second, of each model with (True) and without (False) its cache.
+
+    Each model has the profile's size, a context of ``context`` tokens (default:
+    ``n_tokens + 1``, so nothing slides) and random weights: speed does not
+    depend on what the model learned. It samples ``n_tokens`` tokens after BOS.
+    Both modes of a model run one after the other, so their ratio is measured
+    under the same conditions.
+    """
+    from ..models.registry import build_model
+    from .profiles import get_profile
+    from .sample import generate
+
+    if n_tokens < 4 or n_tokens % 4:
+        raise ValueError(f"n_tokens must be a positive multiple of 4 (whole steps), got {n_tokens}")
+    p = get_profile(profile)
+    rows = []
+    for name in names:
+        torch.manual_seed(0)
+        model = build_model(name, p.model_config(name, block_size=context or n_tokens + 1)).to(device).eval()
+        row = {"model": name, "tokens": n_tokens, "context": model.cfg.block_size,
+               "cacheable": bool(getattr(model, "cacheable", False))}
+        for cached in modes:
+            if cached and not row["cacheable"]:
+                row["cached"] = float("nan")
+                continue
+            t0 = time.perf_counter()
+            generate(model, None, n_steps=n_tokens // 4, seed=0, cache=cached)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            row["cached" if cached else "re-encoded"] = n_tokens / (time.perf_counter() - t0)
+        rows.append(row)
+    return rows
+
+
+def format_sampling(rows: list[dict]) -> str:
+    """One line per model: tokens/s with the cache, re-encoding, and the speed-up."""
+    lines = [f"{'model':>20s} {'context':>7s} {'cached tok/s':>12s} {'re-encoded tok/s':>16s} {'speed-up':>8s}"]
+    for r in rows:
+        c, n = r.get("cached", float("nan")), r.get("re-encoded", float("nan"))
+        note = "" if r["cacheable"] else "  (no cache: not causal)"
+        lines.append(f"{r['model']:>20s} {r['context']:7d} {c:12,.0f} {n:16,.0f} {c / n:8.1f}{note}")
+    lines.append(f"({rows[0]['tokens']} tokens sampled after BOS, random weights)")
+    return "\n".join(lines)

@@ -1,0 +1,300 @@
+"""Every next-token model of the book, side by side: one budget, one table, one set of measurements.
+
+Notebook: notebooks/11_comparison.ipynb
+
+``compare`` trains each model of ``compared()`` at the profile's ``comparison``
+budget (one width, context, batch, number of steps and learning rate for all),
+then measures what chapter 11's table shows: parameters, training tokens/s,
+peak memory of one training step at a long length, valid and test NLL, and
+sampling tokens/s. The samples it times are continuations of held-out
+chorales, which the chapter plays and scores with ``stats.chorale_stats``.
+
+``sampling_cost`` times one new token with the cache and by re-encoding, at
+several lengths: what dominates the cost of sampling.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .bench import peak_bytes
+from ..models.config import ModelConfig
+from ..io.data import Piece, Splits
+from ..device import evaluating, model_device, to_model
+from ..models.registry import MODELS, build_model, n_params
+from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
+from .sample import generate, prompt_from
+from ..models.tasks import evaluate_nll, piece_nlls, token_nll
+from ..io.tokens import VOCAB_SIZE, decode, encode
+from .training import History, TrainConfig, train
+
+# the size classes (``profiles.SIZES``) that stay one layer deep, as chapters 1, 3 and 4 built them: the
+# LSTMs, and the attention layers with no residual block around them (stacked without residuals they were
+# never meant to be)
+ONE_LAYER_SIZES = ("lstm", "one-head", "multi-head")
+
+
+def compared() -> dict[str, int]:
+    """The models chapter 11 compares (every record of ``MODELS`` without a ``left_out`` reason): name ->
+    the chapter that built it, in the book's order."""
+    specs = sorted(MODELS.items(), key=lambda kv: kv[1].chapter)          # stable: the registry's order within
+    return {name: spec.chapter for name, spec in specs if spec.left_out is None}
+
+
+def left_out() -> dict[str, str]:
+    """The registered models that are not compared (they see the future, or do another task), and why."""
+    return {name: spec.left_out for name, spec in MODELS.items() if spec.left_out is not None}
+
+
+def one_layer() -> tuple[str, ...]:
+    """The compared models that stay one layer deep (their size class is in ``ONE_LAYER_SIZES``)."""
+    return tuple(name for name in compared() if MODELS[name].size in ONE_LAYER_SIZES)
+
+
+def budget(name: str, profile: Profile | str | None = None) -> tuple[ModelConfig, TrainConfig]:
+    """Model ``name``'s config and training budget in the comparison: the profile's ``comparison``
+    settings for every model; the models of ``one_layer()`` stay one layer deep, unless the profile's
+    ``comparison_sizes`` for the model's class say otherwise (the paper profile's LSTMs: two layers of 256)."""
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    if name not in compared():
+        why = left_out().get(name)
+        raise ValueError(f"{name!r} is not compared; compared: {list(compared())}"
+                         + (f" ({name}: {why})" if why else ""))
+    model = {**p.model, **{k: v for k, v in p.comparison.items() if k in MODEL_KEYS}}
+    if MODELS[name].size in ONE_LAYER_SIZES:
+        model["n_layers"] = 1
+    over = p.comparison_sizes.get(MODELS[name].size, {})                # e.g. the paper profile's 2-layer LSTMs
+    model.update({k: v for k, v in over.items() if k in MODEL_KEYS})
+    train = {**p.train.__dict__, **{k: v for k, v in p.comparison.items() if k in TRAIN_KEYS},
+             **{k: v for k, v in over.items() if k in TRAIN_KEYS}}
+    return ModelConfig(**model), TrainConfig(**train)
+
+
+def train_compared(name: str, data: Splits, profile: Profile | str | None = None,
+                   out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
+                   progress: bool = False, **train_kw) -> tuple[torch.nn.Module, History]:
+    """Build model ``name`` from its seed and train it at its ``budget`` (``train_kw`` changes TrainConfig
+    fields: ``seed``, ``max_steps``); with ``out_dir``, checkpoints go to ``out_dir/<name>`` and an
+    interrupted run resumes. Returns the model and its History."""
+    mcfg, tcfg = budget(name, profile)
+    tcfg = TrainConfig(**{**tcfg.__dict__, **train_kw}) if train_kw else tcfg
+    torch.manual_seed(tcfg.seed)                                         # the same initial weights each time
+    model = build_model(name, mcfg)
+    hist = train(model, data, tcfg, out_dir=None if out_dir is None else Path(out_dir) / name, device=device,
+                 progress=progress)
+    return model, hist
+
+
+def train_peak_mib(name: str, cfg: ModelConfig, length: int, device: torch.device | str = "cpu") -> float:
+    """Peak memory, MiB, of one training step (forward and backward, batch 1) of model ``name`` with
+    ``cfg`` at a context of ``length`` tokens, random weights and tokens."""
+    torch.manual_seed(0)
+    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "block_size": length})).to(device).train()
+    x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, length + 1)))  # (1, L + 1)
+
+    def step() -> None:
+        token_nll(model, x[:, :-1], x[:, 1:]).backward()
+
+    step()                                                               # warm-up: lazy allocations
+    model.zero_grad(set_to_none=True)
+    return peak_bytes(step, model_device(model)) / 2**20
+
+
+def samples(model: torch.nn.Module, pieces: list[Piece], prompt_steps: int, n_steps: int,
+            seed: int = 0) -> tuple[list[np.ndarray], float]:
+    """Continue the first ``prompt_steps`` steps of each piece by ``n_steps`` steps (with the cache).
+
+    Returns the generated parts only, as (n_steps, 4) grids, and the sampling speed in tokens per second.
+    """
+    grids, seconds = [], 0.0
+    for i, piece in enumerate(pieces):
+        prompt = prompt_from(piece, prompt_steps)
+        t0 = time.perf_counter()
+        tokens = generate(model, prompt, n_steps, seed=seed + i)
+        seconds += time.perf_counter() - t0
+        grids.append(decode(tokens)[prompt_steps:])                      # (n_steps, 4)
+    return grids, 4 * n_steps * len(pieces) / seconds
+
+
+def compare(data: Splits, profile: Profile | str | None = None, names: list[str] | None = None,
+            out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
+            n_pieces: int = 4, prompt_steps: int = 16, n_steps: int | None = None, memory_length: int = 2048,
+            progress: bool = False, verbose: bool = True) -> list[dict]:
+    """Train and measure each model of ``names`` (default: all of ``compared()``) at the comparison budget.
+
+    Per model, one dict: ``name``, ``chapter``, ``params``, ``steps``, ``seconds`` (of training), ``train_tok_s``,
+    ``peak_mib`` (``train_peak_mib`` at ``memory_length``), ``valid_nll`` and
+    ``test_nll`` (whole pieces), ``sample_tok_s``, ``samples`` (continuations of
+    the first ``prompt_steps`` steps of the first ``n_pieces`` test chorales by
+    ``n_steps`` steps, default the profile's ``sample_steps``), ``history`` and
+    ``model``. With ``out_dir`` each run keeps a checkpoint in ``out_dir/<name>``
+    and resumes from it. ``verbose`` prints one line per model, ``progress`` the training bars.
+    """
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    n_steps = p.sample_steps if n_steps is None else n_steps
+    pieces = data.test[:n_pieces]
+    if any(len(q.pitches) < prompt_steps for q in pieces):
+        raise ValueError(f"every prompt piece needs at least {prompt_steps} steps")
+    rows = []
+    for name in names or list(compared()):
+        model, hist = train_compared(name, data, p, out_dir, device, progress)
+        grids, speed = samples(model, pieces, prompt_steps, n_steps)
+        rows.append({"name": name, "chapter": MODELS[name].chapter, "params": n_params(model),
+                     "steps": hist.step[-1], "seconds": hist.seconds, "train_tok_s": hist.tokens_per_s,
+                     "peak_mib": train_peak_mib(name, model.cfg, memory_length, model_device(model)),
+                     # with keep_best the model holds its best weights, not those of its last evaluation
+                     "valid_nll": evaluate_nll(model, data.valid) if budget(name, p)[1].keep_best else hist.final_nll,
+                     "test_nll": evaluate_nll(model, data.test),
+                     "sample_tok_s": speed, "samples": grids, "history": hist, "model": model})
+        if verbose:
+            print(f"{name:>19s} (chapter {MODELS[name].chapter:2d}): {hist.step[-1]} steps in {hist.seconds:5.1f} s, "
+                  f"valid NLL {rows[-1]['valid_nll']:.3f}", flush=True)
+    return rows
+
+
+def format_comparison(rows: list[dict], memory_length: int = 2048) -> str:
+    """The chapter's table, in the book's 88 columns: one line per model, best valid NLL first."""
+    head = (f"{'ch':>2s}  {'model':<19s} {'params':>7s} {'train tok/s':>11s} {f'MiB @{memory_length}':>9s} "
+            f"{'valid':>6s} {'test':>6s} {'sample tok/s':>12s}")
+    lines = [head, "-" * len(head)]
+    for r in sorted(rows, key=lambda r: r["valid_nll"]):
+        lines.append(f"{r['chapter']:>2d}  {r['name']:<19s} {r['params']:7,d} {r['train_tok_s']:11,.0f} "
+                     f"{r['peak_mib']:9,.0f} {r['valid_nll']:6.3f} {r['test_nll']:6.3f} "
+                     f"{r['sample_tok_s']:12,.0f}")
+    return "\n".join(lines)
+
+
+def plot_nll_vs_time(histories: dict[str, History], baseline: float | None = None, ax=None, others=None):
+    """Valid NLL against training seconds, one line per run (20 distinct colours, then dashes).
+
+    ``others``: more runs drawn thin and grey behind, unlabelled, as context (``plot_nll_panels``)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 4.5))
+    for h in (others or {}).values():
+        ax.plot(h.eval_seconds, h.valid_nll, color="0.8", lw=0.8, zorder=1)
+    colours = plt.get_cmap("tab10" if len(histories) <= 10 else "tab20").colors
+    for i, (name, h) in enumerate(histories.items()):
+        ax.plot(h.eval_seconds, h.valid_nll, marker="o", ms=3, color=colours[i % len(colours)],
+                ls="-" if i < len(colours) else "--", label=f"{name} ({h.final_nll:.3f})", zorder=2)
+    if baseline is not None:
+        ax.axhline(baseline, color="k", ls=":", lw=1, label=f"best baseline ({baseline:.3f})")
+    ax.set(xlabel="training time (s, this machine)", ylabel="valid NLL (nats/token)",
+           title="validation NLL against wall-clock training time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return ax
+
+
+def plot_nll_panels(histories: dict[str, History], groups: dict[str, list[str]], baseline: float | None = None):
+    """``plot_nll_vs_time`` as small multiples: one panel per group of runs (e.g. per chapter), in
+    colour, with every other run grey behind it; shared axes. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    cols = 2
+    rows = -(-len(groups) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.9 * rows), sharex=True, sharey=True, squeeze=False)
+    for ax, (title, names) in zip(axes.flat, groups.items()):
+        mine = {n: histories[n] for n in names if n in histories}
+        plot_nll_vs_time(mine, baseline, ax=ax, others={n: h for n, h in histories.items() if n not in mine})
+        ax.set(title=title, xlabel="", ylabel="")
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in axes.flat[len(groups):]:
+        ax.set_visible(False)
+    fig.supxlabel("training time (s, this machine)")
+    fig.supylabel("valid NLL (nats/token)")
+    return fig
+
+
+@torch.no_grad()
+def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repeats: int = 3,
+                  device: torch.device | str = "cpu") -> list[dict]:
+    """Milliseconds to get the logits of one new token after ``t`` tokens, for each ``t`` of ``lengths``:
+    with the cache (one call on the newest token; the prefix is in the cache) and by re-encoding (one call
+    on all ``t`` tokens). Random weights, a context of ``max(lengths)``; best of ``repeats``."""
+    T = max(lengths)
+    torch.manual_seed(0)
+    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "block_size": T})).to(device)
+    x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, T)))           # (1, T)
+    sync = torch.cuda.synchronize if model_device(model).type == "cuda" else (lambda: None)
+
+    def timed(fn) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            ready = fn()                                                 # untimed preparation
+            sync()
+            t0 = time.perf_counter()
+            ready()
+            sync()
+            best = min(best, time.perf_counter() - t0)
+        return 1000 * best
+
+    rows = []
+    with evaluating(model):
+        for t in lengths:
+            def cached():
+                cache = model.new_cache()
+                model(x[:, : t - 1], cache=cache)                        # the prefix, once
+                return lambda: model(x[:, t - 1: t], cache=cache)        # (1, 1, V): the new token
+            row = {"model": name, "t": t, "re-encoded": timed(lambda: lambda: model(x[:, :t]))}
+            row["cached"] = timed(cached) if getattr(model, "cacheable", False) and t > 1 else float("nan")
+            rows.append(row)
+    return rows
+
+
+def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 1, 2), names: list[str] | None = None,
+                  out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
+                  progress: bool = False, verbose: bool = True, **train_kw) -> dict:
+    """Train each model of ``names`` (default: all of ``compared()``) once per seed at its ``budget``; score each
+    run on every validation and test piece. Returns the results file's content: ``profile``, ``seeds``,
+    ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
+    ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: exercise 11.1),
+    ``steps``, ``best_step``, ``seconds`` and ``params``. Runs go to ``out_dir/seed-<s>/<name>`` and resume."""
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    counts = {s: [len(encode(q.pitches)) - 1 for q in data[s]] for s in ("valid", "test")}
+    models: dict[str, list[dict]] = {}
+    for name in names or list(compared()):
+        for seed in seeds:
+            run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
+            model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)
+            per = {s: piece_nlls(model, data[s])[0].tolist() for s in ("valid", "test")}
+            models.setdefault(name, []).append({
+                "seed": seed, "valid_nll": sum(per["valid"]) / sum(counts["valid"]),
+                "test_nll": sum(per["test"]) / sum(counts["test"]), "valid_pieces": per["valid"],
+                "test_pieces": per["test"], "steps": hist.step[-1] if hist.step else 0, "best_step": hist.best_step,
+                "seconds": hist.seconds, "params": n_params(model)})
+            if verbose:
+                print(f"{name:>19s} seed {seed}: valid NLL {models[name][-1]['valid_nll']:.3f} "
+                      f"({hist.seconds:.0f} s)", flush=True)
+    return {"profile": p.name, "seeds": list(seeds), "train_overrides": train_kw, "data": data.source,
+            "pieces": counts, "models": models}
+
+
+def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a Student-t interval over seeds (the spread of training runs, not of pieces)."""
+    import math
+
+    from statistics import mean, stdev
+
+    m = mean(values)
+    if len(values) < 2:
+        return m, float("nan"), float("nan")
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(values), 2.262 if len(values) <= 10 else 1.96)
+    half = t * stdev(values) / math.sqrt(len(values))
+    return m, m - half, m + half
+
+
+def format_seeds(results: dict) -> str:
+    """The results file as a table: per model, its mean valid and test NLL over seeds with 95% intervals."""
+    rows = []
+    for name, runs in results["models"].items():
+        v, t = seed_interval([r["valid_nll"] for r in runs]), seed_interval([r["test_nll"] for r in runs])
+        rows.append((v[0], f"{name:<19s} {len(runs):5d} {v[0]:7.3f} [{v[1]:.3f}, {v[2]:.3f}] "
+                           f"{t[0]:7.3f} [{t[1]:.3f}, {t[2]:.3f}]"))
+    head = f"{'model':<19s} {'seeds':>5s} {'valid':>7s} {'95% CI (seeds)':>16s} {'test':>7s} {'95% CI (seeds)':>16s}"
+    return "\n".join([head] + [r for _, r in sorted(rows)])

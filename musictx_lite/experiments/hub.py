@@ -1,0 +1,181 @@
+"""The model hub: the paper's three rows, trained with the paper-level recipe and shipped in the package.
+
+Notebook: notebooks/11_comparison.ipynb
+
+``python -m musictx_lite reproduce jsb --profile paper --out runs/paper --export musictx_lite/pretrained``
+trains absolute positions (``sinusoidal``), relative attention (``relative``) and
+relative attention with a voice embedding (``relative-voice``) on the official JSB
+split with the recipe of ``profiles.RECIPE``, and ``export`` writes each one in the
+folder ``musictx_lite/pretrained/``:
+
+- ``<name>.pt``: the best weights, stored in float16 (a checkpoint that
+  ``models.load_checkpoint`` reads, with ``torch.load(weights_only=True)``);
+- ``<name>.json``: its record: the command, commit, seed, device, versions,
+  steps and wall time, the training curve, and the valid and test NLL of the
+  float16 weights, evaluated in float32 on the CPU.
+
+``pretrained(name)``, also ``musictx_lite.pretrained(name)``, gives a model ready
+to sample, on any device; a test recomputes every recorded valid NLL on the CPU in
+every CI run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from ..io.data import Splits, atomic_write
+from ..models.registry import MODELS
+from ..models.tasks import evaluate_nll
+from .training import History
+
+HERE = Path(__file__).parents[1] / "pretrained"
+NAMES = tuple(name for name, spec in MODELS.items() if spec.paper)   # the paper's Table 2 rows, in its order
+
+
+def available() -> list[str]:
+    """The names of the shipped models (those with both a checkpoint and a record)."""
+    return [n for n in NAMES if (HERE / f"{n}.pt").exists() and (HERE / f"{n}.json").exists()]
+
+
+def _check(name: str) -> None:
+    if name not in available():
+        raise ValueError(f"no pretrained model {name!r}; shipped: {available() or 'none'}")
+
+
+def record(name: str) -> dict:
+    """The record of pretrained model ``name``: how it was trained, and its NLL (see the module docstring)."""
+    _check(name)
+    return json.loads((HERE / f"{name}.json").read_text())
+
+
+# The recipe's variants trained at the full budget and not shipped (validation chose the shipped models):
+# a file per variant, ``HERE/<variant>.json``, with ``about``, ``change`` (the settings that differ from the
+# shipped models' records) and ``records`` (one per model, without weights). Chapter 11 compares them.
+TRIED = ("context-512", "width-192")
+
+
+def tried() -> dict[str, dict]:
+    """Every variant of ``TRIED``, by name: its ``about``, ``change`` and ``records``."""
+    return {v: json.loads((HERE / f"{v}.json").read_text()) for v in TRIED}
+
+
+def pretrained(name: str = "relative", device: torch.device | str | None = None) -> nn.Module:
+    """Pretrained model ``name`` (``available()``), in float32 and eval mode, on ``device`` (default: the best
+    one, ``pick_device``), ready to sample with ``generate``."""
+    from ..device import pick_device
+    from ..models.registry import load_checkpoint
+
+    _check(name)
+    model, _ = load_checkpoint(HERE / f"{name}.pt", device="cpu")   # float16 on disk; copied into float32
+    return model.float().to(device if device is not None else pick_device()).eval()
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path(__file__).parent,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or platform.machine()
+    try:                                                            # Linux: the CPU's model name
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"cpu: {name}, {os.cpu_count()} cores"
+
+
+def provenance(device: torch.device | str = "cpu") -> dict:
+    """Where and how a result was produced: the command, the commit, the device, the versions and the date."""
+    return {"command": " ".join(["python -m musictx_lite"] + sys.argv[1:]), "commit": _git_commit(),
+            "device": _device_name(torch.device(device)), "torch": torch.__version__,
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def export(model: nn.Module, hist: History, train_config: dict, data: Splits, out_dir: str | os.PathLike = HERE,
+           device: torch.device | str = "cpu", extra: dict | None = None) -> dict:
+    """Write ``model`` (its registry name, ``model.name``) as ``out_dir/<name>.pt`` in float16 and its record as
+    ``out_dir/<name>.json``; return the record. The NLLs are those of the stored float16 weights."""
+    from ..models.registry import load_checkpoint, n_params
+
+    name, out = model.name, Path(out_dir)
+    state = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype)
+             for k, v in model.state_dict().items()}
+    ckpt = {"model_name": name, "model_class": type(model).__qualname__, "model_config": model.cfg.to_dict(),
+            "train_config": train_config, "model": state, "step": hist.best_step or
+            (hist.step[-1] if hist.step else 0)}
+    path = atomic_write(out / f"{name}.pt", lambda tmp: torch.save(ckpt, tmp))
+    stored, _ = load_checkpoint(path, device="cpu")                 # what a user gets: float16 -> float32
+    t0 = time.perf_counter()
+    valid, test = evaluate_nll(stored.float(), data.valid), evaluate_nll(stored.float(), data.test)
+    per = {"valid_nll": valid, "test_nll": test, "eval_seconds_cpu": time.perf_counter() - t0}
+    every = max(1, len(hist.train_loss) // 200)                     # the curve, at most ~200 points
+    rec = {
+        "name": name, "params": n_params(stored), "file": path.name, "bytes": path.stat().st_size,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        **provenance(device), "seed": train_config.get("seed"),
+        "data": data.source, "steps": hist.step[-1] if hist.step else 0, "best_step": hist.best_step,
+        "stopped_early": hist.stopped_early, "train_seconds": round(hist.seconds, 1),
+        "model_config": model.cfg.to_dict(), "train_config": ckpt["train_config"],
+        **per,
+        "curve": {"eval_step": hist.eval_step, "valid_nll": hist.valid_nll,
+                  "step": hist.step[every - 1::every],
+                  "train_loss": [sum(hist.train_loss[i: i + every]) / len(hist.train_loss[i: i + every])
+                                 for i in range(0, len(hist.train_loss) - every + 1, every)]},
+        **(extra or {}),
+    }
+    atomic_write(out / f"{name}.json", lambda tmp: Path(tmp).write_text(json.dumps(rec, indent=1) + "\n"))
+    return rec
+
+
+def plot_curves(names=None, ax=None):
+    """The recorded training curves (train loss, and valid NLL at each evaluation) of the shipped models."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    for i, name in enumerate(names or available()):
+        c = record(name)["curve"]
+        colour = f"C{i}"
+        ax.plot(c["step"], c["train_loss"], color=colour, alpha=0.35, lw=1)
+        ax.plot(c["eval_step"], c["valid_nll"], color=colour, marker="o", ms=3, label=f"{name}: valid")
+    ax.set(xlabel="training step", ylabel="NLL (nats/token)", ylim=(0.2, 1.2),
+           title="recorded training curves of the shipped models (faint: train loss)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def evaluate_shipped(data: Splits, names=None, splits=("valid", "test"), n_pieces: int | None = None,
+                     device: torch.device | str | None = None) -> list[dict]:
+    """Each shipped model scored now (``tasks.evaluate_nll``) on ``data``'s ``splits`` (the first
+    ``n_pieces`` pieces of each, None: all), beside its record: one dict per model with ``name``, ``params``,
+    ``steps`` (its best step), ``seconds`` (recorded training time), ``valid_nll`` and ``test_nll`` (now; NaN
+    for a split not scored) and ``record``."""
+    from ..models.registry import n_params
+
+    rows = []
+    for name in names or available():
+        rec, model = record(name), pretrained(name, device)
+        now = {f"{s}_nll": evaluate_nll(model, data[s][:n_pieces]) if s in splits else float("nan")
+               for s in ("valid", "test")}
+        rows.append({"name": name, "params": n_params(model), "steps": rec["best_step"],
+                     "seconds": rec["train_seconds"], **now, "record": rec})
+    return rows

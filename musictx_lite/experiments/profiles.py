@@ -1,0 +1,202 @@
+"""Profiles and devices: how big a run is, and where it runs.
+
+Notebook: every chapter's first cell (``chapter.setup()``); explained in book/using.md.
+
+``smoke`` is for CI (seconds per chapter), ``cpu`` trains each chapter in at most
+3 minutes on 2 cores, ``gpu`` is a bigger model for Colab. The profile is picked
+automatically (``gpu`` with CUDA, else ``cpu``); ``MUSICTX_PROFILE`` overrides it.
+A profile holds one default model size and training budget, and per size class
+(``SIZES``; each model's record in ``models.MODELS`` names its class) the settings
+that differ: a transformer wants a narrower, deeper model than an LSTM. Every
+class has an entry in every profile (an empty one takes the defaults); a setting
+that is neither a ModelConfig nor a TrainConfig field is an error, so a typo
+never passes silently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import torch
+
+from .. import settings
+from ..models.config import ModelConfig
+from ..models.registry import MODELS
+from .training import TrainConfig
+
+MODEL_KEYS = {f.name for f in fields(ModelConfig)}
+TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A model size and a training budget, shared by every chapter."""
+
+    name: str
+    model: dict                        # ModelConfig fields, without vocab_size
+    train: TrainConfig
+    sample_steps: int = 64             # 16th steps of music to generate
+    notes: str = ""
+    sizes: dict = field(default_factory=dict)       # per size class: ModelConfig / TrainConfig fields
+    comparison: dict = field(default_factory=dict)  # chapter 11: ModelConfig / TrainConfig fields for every model
+    comparison_sizes: dict = field(default_factory=dict)   # per size class, on top of ``comparison``
+
+    def __post_init__(self) -> None:
+        if set(self.model) - MODEL_KEYS:
+            raise ValueError(f"profile {self.name}: unknown model settings {sorted(set(self.model) - MODEL_KEYS)}; "
+                             f"ModelConfig has {sorted(MODEL_KEYS)}")
+        for size, over in {**self.sizes, "comparison (chapter 11)": self.comparison,
+                           **{f"{k} (comparison)": v for k, v in self.comparison_sizes.items()}}.items():
+            unknown = set(over) - MODEL_KEYS - TRAIN_KEYS
+            if unknown:
+                raise ValueError(f"profile {self.name}, size {size!r}: unknown settings {sorted(unknown)}; "
+                                 f"ModelConfig has {sorted(MODEL_KEYS)}, TrainConfig has {sorted(TRAIN_KEYS)}")
+        unknown = set(self.sizes) - set(SIZES)
+        if unknown:
+            raise ValueError(f"profile {self.name}: unknown size classes {sorted(unknown)}; choose from {SIZES}")
+
+    def _settings(self, name: str) -> dict:
+        if name not in MODELS:
+            raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+        size = MODELS[name].size
+        if size not in self.sizes:
+            raise ValueError(f"profile {self.name} has no entry for size class {size!r} (model {name!r}); "
+                             f"it sizes {sorted(self.sizes)}")
+        return self.sizes[size]
+
+    def model_config(self, name: str, **kw) -> ModelConfig:
+        """The ModelConfig of model ``name`` in this profile; ``kw`` overrides fields."""
+        over = {k: v for k, v in self._settings(name).items() if k in MODEL_KEYS}
+        return ModelConfig(**{**self.model, **over, **kw})
+
+    def train_config(self, name: str, **kw) -> TrainConfig:
+        """The TrainConfig of model ``name`` in this profile; ``kw`` overrides fields."""
+        over = {k: v for k, v in self._settings(name).items() if k in TRAIN_KEYS}
+        return TrainConfig(**{**self.train.__dict__, **over, **kw})
+
+
+# The size classes a model's record can name. "decoder" is every decoder of chapters 6-11: they share
+# chapter 5's shape in each profile, and only positions and the mixer change.
+SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder")
+
+PROFILES = {
+    "smoke": Profile(
+        "smoke",
+        model=dict(n_embd=32, n_layers=1, n_heads=2, block_size=128, dropout=0.0),
+        train=TrainConfig(batch_size=8, max_steps=20, lr=3e-3, warmup_steps=4, eval_every=10,
+                          ckpt_every=10, eval_pieces=8),
+        sample_steps=16,
+        notes="CI: seconds per chapter; numbers mean nothing",
+        sizes={**{size: {} for size in SIZES}, "fill": dict(batch_size=64)},
+        comparison=dict(eval_every=5),
+    ),
+    "cpu": Profile(
+        "cpu",
+        model=dict(n_embd=192, n_layers=1, n_heads=4, block_size=128, dropout=0.0),
+        train=TrainConfig(batch_size=32, max_steps=500, lr=4e-3, warmup_steps=50, eval_every=125,
+                          ckpt_every=125),
+        notes="2 CPU cores: each chapter trains in at most 3 minutes",
+        sizes={
+            "lstm": {},
+            "fill": dict(n_embd=64, batch_size=256, max_steps=3000, eval_every=750, ckpt_every=750),
+            "one-head": dict(n_embd=128),
+            "multi-head": dict(n_embd=128, n_heads=4),
+            "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
+            # chapter 5's decoder; 400 steps, so that three of them train in a chapter's 3 minutes, at a
+            # higher rate that suits the short run (relative: 0.611 at 6e-3 against 0.651 at 4e-3)
+            "decoder": dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
+                            lr=6e-3),
+        },
+        # chapter 11 trains 17 models within its 3 minutes: chapters 6-9's size for 120 steps
+        comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,
+                        eval_every=30, ckpt_every=120),
+    ),
+    "gpu": Profile(
+        "gpu",
+        model=dict(n_embd=512, n_layers=2, n_heads=8, block_size=256, dropout=0.2),
+        train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
+                          ckpt_every=500),
+        notes="Colab: on a T4, at most about 4 minutes per model (estimated: python -m musictx_lite budget)",
+        sizes={
+            # the LSTM overfits within a few hundred steps (H100: valid 0.618 at 200 steps, 0.857 at 1000)
+            "lstm": dict(dropout=0.3, max_steps=400, warmup_steps=50, eval_every=100, ckpt_every=100),
+            "fill": dict(n_embd=128, batch_size=512, max_steps=5000, lr=2e-3, dropout=0.0),
+            "one-head": dict(n_embd=256, dropout=0.0),
+            "multi-head": dict(n_embd=256, n_heads=8, dropout=0.0),
+            "transformer": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
+            # 600 steps and dropout 0.3: measured on an H100, relative attention overfits the chorales
+            # after ~600 steps (valid 0.548 at 600, 1.240 at 3000 steps with dropout 0.1)
+            "decoder": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
+                            warmup_steps=100, eval_every=200, ckpt_every=200),
+        },
+        comparison=dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
+                        warmup_steps=100, eval_every=100, ckpt_every=200),
+    ),
+}
+
+
+# The paper-level recipe (chapter 11, ``reproduce jsb --profile paper``): what a careful practitioner does
+# with 229 chorales. Each ingredient, and what it buys, is measured in chapter 11 (``reproduce.ABLATION``):
+# - transposition: every crop moves to a random key that keeps its chorale inside the vocabulary; without
+#   it a model this size overfits (train NLL far below valid within minutes);
+# - dropout 0.1 and weight decay 0.1 on the matrices; AdamW, warmup, then a cosine decay to 10 %;
+# - early stopping on the validation NLL over all 76 pieces, the best weights kept (``keep_best``);
+# - a context of 256 tokens (64 sixteenths, 4 bars), a width of 128 and 4 layers: about 0.9M weights;
+#   512 tokens, which sees the bars that repeat 4 to 8 bars back, scored no better (``ABLATION``);
+#   at the full budget neither 512 tokens nor a width of 192 (dropout 0.15) beat it (``hub.TRIED``);
+# - bf16 autocast on CPUs that have it (1.6x faster here), AMP on CUDA.
+RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, block_size=256, dropout=0.1,
+              batch_size=16, max_steps=12000, lr=3e-3, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1,
+              eval_every=500, ckpt_every=250, transpose=True, keep_best=True, patience=6, cpu_bf16=True)
+# the LSTMs of a fair comparison: two layers of 256 units (chapter 1's were one layer)
+RECIPE_LSTM = dict(n_embd=256, n_layers=2, dropout=0.3)
+PROFILES["paper"] = Profile(
+    "paper",
+    model={k: v for k, v in RECIPE.items() if k in MODEL_KEYS},
+    train=TrainConfig(**{k: v for k, v in RECIPE.items() if k in TRAIN_KEYS}),
+    sample_steps=64,
+    notes="the paper-level recipe of chapter 11 (reproduce jsb, compare): hours on a CPU, minutes on a GPU",
+    sizes={**{size: {} for size in SIZES}, "fill": dict(transpose=False), "lstm": RECIPE_LSTM},
+    comparison={},                       # compare --profile paper: every model with the whole recipe
+    comparison_sizes={"lstm": RECIPE_LSTM},
+)
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The named profile, else ``MUSICTX_PROFILE``, else gpu with CUDA and cpu without."""
+    name = name or settings.profile() or ("gpu" if torch.cuda.is_available() else "cpu")
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+    return PROFILES[name]
+
+
+# The effective speed assumed for a Colab T4 on the book's small models: 1/8 of its 65 TFLOP/s fp16
+# tensor-core peak (small matrices and kernel launches keep it far from the peak).
+T4_FLOPS = 8e12
+T4_STEP_S = 0.01      # and a fixed cost per training step: kernel launches, the optimiser, Python
+
+
+def train_flops(name: str, profile: Profile | str) -> float:
+    """Estimated FLOPs to train model ``name`` in ``profile``: 6 per weight per target token
+    (2 forward, 4 backward), plus 12 T C per token for each attention layer's scores and weighted sums."""
+    from ..models.attention import Head, MultiHeadAttention
+    from ..models.registry import build_model
+    from ..models.rnn import LSTMAttention
+
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    mcfg, tcfg = p.model_config(name), p.train_config(name)
+    with torch.device("meta"):                                   # sizes only: no memory, no time
+        model = build_model(name, mcfg)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    weights += sum(p.numel() for n, p in model.named_parameters() if "lstm" in n)
+    T = getattr(model, "context", None) or mcfg.block_size
+    attn_layers = sum(isinstance(m, (MultiHeadAttention, LSTMAttention)) or
+                      (isinstance(m, Head) and not isinstance(model, LSTMAttention)) for m in model.modules())
+    tokens = tcfg.batch_size * T * tcfg.max_steps
+    return tokens * (6 * weights + 12 * attn_layers * T * mcfg.n_embd)
+
+
+def t4_minutes(name: str, profile: Profile | str = "gpu") -> float:
+    """Estimated minutes to train ``name`` on a T4: ``train_flops / T4_FLOPS + steps * T4_STEP_S``.
+    An estimate, not a measurement."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    return (train_flops(name, p) / T4_FLOPS + p.train_config(name).max_steps * T4_STEP_S) / 60

@@ -1,0 +1,102 @@
+"""Sampling music from a trained model: temperature, top-k, a prompt, and a key/value cache.
+
+Notebooks: notebooks/01_attention_in_rnns.ipynb (first used there);
+notebooks/11_comparison.ipynb (the cache, and what sampling costs).
+
+Re-encoding runs the model over the whole window for every new token. With a
+cache the model sees the prompt once and then one token per step: a decoder
+keeps each layer's keys and values (``DecoderCache``), an LSTM its state. Both
+give the same logits, to float precision; the cache is used wherever the model
+has one (``model.cacheable``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ..io.data import Piece
+from ..io.tokens import BOS, HOLD, MASK, PAD, encode
+from ..device import evaluating, model_device, to_model
+from ..models.tasks import NEXT_TOKEN
+
+
+def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
+    """The tokens of the first ``n_steps`` 16th steps of a piece, BOS included."""
+    return encode(piece.pitches[:n_steps])
+
+
+def window_start(n_tokens: int, start: int, context: int | None) -> int:
+    """Where the model's window begins, once it holds ``n_tokens`` tokens and began at ``start``.
+
+    When the window outgrows the context it slides forward by about half a
+    context, to a multiple of 4 (a step boundary: the voices stay aligned).
+    It keeps ``start`` otherwise, so a cache stays valid until the next slide.
+    """
+    if context is None or n_tokens - start <= context:
+        return start
+    keep = max(4, context // 2)                                      # tokens of history kept
+    return -(-(n_tokens - keep) // 4) * 4                            # ceil to a multiple of 4
+
+
+@torch.no_grad()
+def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 64, temperature: float = 1.0,
+             top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD, MASK),
+             cache: bool = True, trace: list | None = None) -> np.ndarray:
+    """Continue ``prompt`` (tokens, BOS first) by ``n_steps`` steps of 4 tokens; return all tokens.
+
+    Tokens in ``banned`` are never sampled. A model with a finite ``context``
+    sees a window of the last tokens (``window_start``). ``cache=False``
+    re-encodes the window for every token; the default uses the model's cache
+    when it has one. ``trace``, a list, receives each step's logits (V,).
+    """
+    if getattr(model, "task", None) is not NEXT_TOKEN:
+        raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be at least 1 (None: no limit), got {top_k}")
+    if n_steps < 0:
+        raise ValueError(f"n_steps must be >= 0, got {n_steps}")
+    prompt = np.asarray([BOS] if prompt is None else prompt, dtype=np.int64)
+    if prompt.ndim != 1 or len(prompt) == 0:
+        raise ValueError(f"the prompt must be a non-empty sequence of tokens (BOS first), got shape {prompt.shape}")
+    ctx = getattr(model, "context", None)
+    if ctx is not None and ctx < 4:
+        raise ValueError(f"the model's context is {ctx} tokens, less than one step of 4 voices")
+    if ctx is not None and len(prompt) > ctx:
+        raise ValueError(f"prompt has {len(prompt)} tokens but the model's context is {ctx}; "
+                         f"use a shorter prompt (at most {(ctx - 1) // 4} steps)")
+    use_cache = cache and getattr(model, "cacheable", False)
+    device = model_device(model)
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
+    idx = to_model(model, prompt)[None]                              # (1, T)
+    start, state = 0, None                                           # the window is idx[:, start:]
+    with evaluating(model):
+        for _ in range(4 * n_steps):
+            new_start = window_start(idx.shape[1], start, ctx)
+            if new_start != start:                                   # the window slid: the cache is stale
+                start, state = new_start, None
+            if not use_cache:
+                logits = model(idx[:, start:])                       # (1, T, V): the whole window again
+            elif state is None:
+                state = model.new_cache()
+                logits = model(idx[:, start:], cache=state)          # the window once
+            else:
+                logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest token only
+            logits = logits[0, -1].float()                          # (V,)
+            if trace is not None:
+                trace.append((logits / temperature).cpu())
+            logits[list(banned)] = float("-inf")
+            if top_k is not None:
+                kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
+                logits[logits < kth] = float("-inf")
+            # subtract the largest logit before dividing: a tiny temperature then tends to the argmax
+            # instead of overflowing to inf (and NaN probabilities)
+            logits = (logits - logits.max()) / temperature
+            nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
+            idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
+    return idx[0].cpu().numpy()

@@ -1,0 +1,161 @@
+"""What a model learns: the next-token task (chapters 1, 3-11): training crops, and
+validation NLL on whole pieces. Chapter 2's fill-in task lives in ``fill.py``.
+
+Notebook: notebooks/01_attention_in_rnns.ipynb (first used there).
+
+A task gives the training loop its batches (``sampler``) and its score
+(``evaluate``); a model names its task (``model.task``), so the loop itself
+knows nothing about models or tasks. Loss and NLL are in nats per token,
+averaged over every pitch/rest token of the pieces (BOS and padding are never
+targets), so every model in the book and the baselines of chapter 0 are
+measured on the same targets.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..io.data import Piece
+from ..device import evaluating, model_device, to_model  # noqa: F401 (evaluating: also read from here)
+from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, encode
+
+
+def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Summed NLL (nats) of targets ``y`` given inputs ``x``, both (B, T); PAD targets are ignored."""
+    logits = model(x)                                                   # (B, T, V)
+    return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=PAD, reduction="sum")
+
+
+class Crops:
+    """Random training crops of ``length`` tokens, starting on a step boundary.
+
+    A crop's input starts at token 4k of ``encode(piece)``: BOS when k = 0, and
+    for k >= 1 the bass of step k - 1, which stands where BOS would be. Either
+    way input position p holds voice (p - 1) mod 4, as in whole-piece evaluation.
+
+    With ``transpose``, each crop is moved by a random number of semitones, drawn
+    uniformly from every shift that keeps its whole chorale inside the vocabulary
+    (LOWEST..HIGHEST): the same music in another key, the augmentation of the
+    paper-level recipe (chapter 11).
+    """
+
+    def __init__(self, pieces: list[Piece], length: int, seed: int = 0, transpose: bool = False):
+        self.length, self.transpose = length, transpose
+        self.seqs = [torch.as_tensor(encode(p.pitches)) for p in pieces]
+        self.n_starts = torch.tensor([max(1, (len(s) - 1 - length) // 4 + 1) for s in self.seqs], dtype=torch.float)
+        self.shifts = [shift_range(p.pitches) for p in pieces]      # (lowest, highest) shift per piece
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y), each (B, length); y is x shifted by one, PAD beyond a piece's end."""
+        which = torch.multinomial(self.n_starts, batch_size, replacement=True, generator=self.gen)
+        xy = torch.full((batch_size, self.length + 1), PAD, dtype=torch.long)
+        for b, i in enumerate(which.tolist()):
+            k = int(torch.randint(int(self.n_starts[i]), (1,), generator=self.gen))
+            chunk = self.seqs[i][4 * k: 4 * k + self.length + 1]
+            if self.transpose:
+                lo, hi = self.shifts[i]
+                shift = lo + int(torch.randint(hi - lo + 1, (1,), generator=self.gen))
+                chunk = torch.where(chunk >= N_SPECIAL, chunk + shift, chunk)   # pitches move, rests and BOS stay
+            xy[b, : len(chunk)] = chunk
+        return xy[:, :-1], xy[:, 1:]
+
+
+def shift_range(pitches) -> tuple[int, int]:
+    """The semitone shifts (lowest, highest) that keep every sounding pitch inside LOWEST..HIGHEST."""
+    sounding = pitches[pitches >= 0]
+    if len(sounding) == 0:
+        return 0, 0
+    return int(LOWEST - sounding.min()), int(HIGHEST - sounding.max())
+
+
+@torch.no_grad()
+def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) -> float:
+    """Validation NLL in nats per token over whole pieces.
+
+    Models with a finite ``context`` are scored with a sliding window (stride
+    half the context), so every token sees at least half a context of history.
+    """
+    device = model_device(model)
+    seqs = sorted((torch.as_tensor(encode(p.pitches)) for p in pieces), key=len)
+    ctx = getattr(model, "context", None)
+    total, count = 0.0, 0
+    if ctx is None:
+        with evaluating(model):
+            for i in range(0, len(seqs), batch_size):
+                group = seqs[i: i + batch_size]
+                xy = nn.utils.rnn.pad_sequence(group, batch_first=True, padding_value=PAD).to(device)
+                total += token_nll(model, xy[:, :-1], xy[:, 1:]).item()
+                count += sum(len(s) - 1 for s in group)
+    else:                                               # windows of the context, scored in batches
+        stride = max(4, ctx // 2 // 4 * 4)
+        xs, ys = [], []
+        for s in seqs:
+            scored = 0                                  # targets s[1 : 1 + scored] are done
+            for start in range(0, len(s) - 1, stride):
+                y = s[start + 1: start + ctx + 1].clone()
+                y[: scored - start] = PAD               # already scored by an earlier window
+                x = s[start: start + len(y)]
+                xs.append(F.pad(x, (0, ctx - len(x)), value=PAD))
+                ys.append(F.pad(y, (0, ctx - len(y)), value=PAD))
+                scored = start + len(y)
+                if scored >= len(s) - 1:
+                    break
+            count += len(s) - 1
+        X, Y = torch.stack(xs).to(device), torch.stack(ys).to(device)      # (n_windows, ctx)
+        with evaluating(model):
+            for i in range(0, len(X), 4 * batch_size):
+                total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
+    return total / count
+
+
+def piece_nlls(model: nn.Module, pieces: list[Piece]) -> tuple[np.ndarray, np.ndarray]:
+    """Summed NLL (nats) and number of scored tokens of each piece, each scored by ``evaluate_nll``:
+    what a bootstrap over pieces resamples (exercise 11.1, ``compare.compare_seeds``)."""
+    counts = np.array([len(encode(p.pitches)) - 1 for p in pieces])
+    return np.array([evaluate_nll(model, [p]) for p in pieces]) * counts, counts
+
+
+@torch.no_grad()
+def evaluate_prefix_nll(model: nn.Module, pieces: list[Piece], max_tokens: int = 128) -> float:
+    """NLL per token when each token is predicted from its prefix alone, as at generation time.
+
+    For a causal model this equals ``evaluate_nll`` on the same tokens; a model
+    that peeks at the future (chapter 3) is found out. One forward pass per
+    token: use a few pieces and a short ``max_tokens``.
+    """
+    device = model_device(model)
+    total, count = 0.0, 0
+    with evaluating(model):
+        for p in pieces:
+            s = torch.as_tensor(encode(p.pitches)[: max_tokens + 1]).to(device)
+            for t in range(1, len(s)):
+                logits = model(s[None, :t])[0, -1].float()              # the prefix s[0 .. t-1] only
+                total -= F.log_softmax(logits, -1)[s[t]].item()
+                count += 1
+    return total / count
+
+
+class NextToken:
+    """Predict token t + 1 from tokens 0 .. t: random crops to train, whole pieces to score."""
+
+    name = "next"
+
+    def sampler(self, pieces: list[Piece], length: int, seed: int, transpose: bool = False) -> Crops:
+        return Crops(pieces, length, seed, transpose)
+
+    def evaluate(self, model: nn.Module, pieces: list[Piece]) -> float:
+        return evaluate_nll(model, pieces)
+
+
+NEXT_TOKEN = NextToken()
+
+
+@torch.no_grad()
+def sequence_logits(model: nn.Module, tokens) -> torch.Tensor:
+    """Next-token logits (T, V) of ``model`` for one token sequence (T,), computed on the model's device
+    and returned on the CPU."""
+    with evaluating(model):
+        return model(to_model(model, tokens)[None])[0].float().cpu()
