@@ -23,10 +23,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..models.attention import MultiHeadAttention, causal_mask
+from ..models.attention import causal_mask
 from ..models.config import ModelConfig
 from ..models.registry import MODELS, Timed
-from ..models.relative import RelativeGlobal
+from ..models.relative import BiasedAttention, RelativeGlobal
 
 
 class TorchMHA(nn.Module):
@@ -42,12 +42,12 @@ class TorchMHA(nn.Module):
         return self.mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0]
 
 
-class SDPARelative(MultiHeadAttention):
+class SDPARelative(BiasedAttention):
     """The relative term handed to SDPA as an additive mask, on every device. (The decoder's own
     ``attention`` does so on CUDA only: on a CPU, SDPA with a bias that needs gradients is slower.)"""
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg, score_bias=RelativeGlobal(cfg))
+        super().__init__(cfg, RelativeGlobal(cfg))
 
     def attend(self, q, k, v, need_weights):
         T = q.shape[-2]

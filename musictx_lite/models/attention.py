@@ -1,6 +1,6 @@
 """Self-attention: the attention core and one head (chapter 2), the causal mask
-(chapter 3), and multi-head attention as a loop of heads and as one batched
-module (chapter 4).
+and a causal head (chapter 3), and multi-head attention as a loop of heads and as
+one batched module, with the fused kernel (chapter 4).
 
 Notebooks: notebooks/02_self_attention.ipynb, 03_masking.ipynb, 04_multi_head.ipynb
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -25,14 +24,9 @@ from .config import ModelConfig
 from ..device import evaluating, to_model
 
 
-def causal_mask(T: int, device: torch.device | str | None = None, n_keys: int | None = None) -> torch.Tensor:
-    """(T, T) boolean, True where query i may attend to key j, i.e. j <= i.
-
-    With ``n_keys`` > T (a key/value cache, chapter 11) the T queries are the
-    last T of the ``n_keys`` positions: (T, n_keys), True where j <= i + n_keys - T.
-    """
-    S = T if n_keys is None else n_keys
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)
+def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(T, T) boolean, True where query i may attend to key j, i.e. j <= i."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 _RECORDINGS: list[list[torch.Tensor]] = []         # the open ``recording()`` lists, the innermost last
@@ -61,20 +55,33 @@ def record(weights: torch.Tensor | None) -> None:
         _RECORDINGS[-1].append(weights)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-              bias: torch.Tensor | None = None, causal: bool = False,
-              need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(q k^T / sqrt(d_k) + bias) v for (..., T, d_k) inputs; returns the output and the weights.
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q k^T / sqrt(d_k)) v for (..., T, d_k) inputs; returns the output and the weights.
 
-    The one attention core of the book. ``mask`` (T, T) is True where query i may
-    attend to key j; ``causal=True`` adds the causal mask. ``bias`` is added to
-    the scores before masking, so a masked key stays at weight 0 whatever the
-    bias says (relative positions, chapters 7-9, live there). Without
-    ``need_weights`` the weights come back as None, and the fused
-    ``F.scaled_dot_product_attention`` computes the same output (on a CPU, only
-    without a bias). Inside ``recording()`` the weights are computed and recorded.
-    With fewer queries than keys (a key/value cache, chapter 11), the queries are
-    the last positions.
+    The attention core of the book. ``mask`` (T, T), if given, is True where query i
+    may attend to key j; the other keys get weight 0. Inside ``recording()`` the
+    weights are recorded.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (..., T, T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1)                              # (..., T, T), rows sum to 1
+    record(weights)
+    return weights @ v, weights                                      # (..., T, d_v)
+
+
+def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                   mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                   need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``attention`` as the package's layers run it: the same output, through PyTorch's fused
+    ``scaled_dot_product_attention`` whenever the weights are not needed.
+
+    ``causal`` adds the causal mask (chapter 3) to ``mask``. ``bias``, broadcastable to the scores,
+    is added to them before masking, so a masked key stays at weight 0 whatever the bias says
+    (relative positions, chapters 7-9). With fewer queries than keys (sampling with a key/value
+    cache, chapter 11) the queries are the last positions. The weights come back only if
+    ``need_weights``, or inside ``recording()`` (then they are recorded).
     """
     Tq, Tk = q.shape[-2], k.shape[-2]
     causal = causal and Tq > 1                                       # one new query may see every key
@@ -82,70 +89,46 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if not need_weights and bias is None and mask is None and (Tq == Tk or not causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal), None   # fused kernels
     if causal:
-        mask = causal_mask(Tq, q.device, Tk) if mask is None else mask & causal_mask(Tq, q.device, Tk)
+        future = causal_mask(Tk, q.device)[Tk - Tq:]                  # (Tq, Tk): queries are the last Tq
+        mask = future if mask is None else mask & future
     # SDPA takes a boolean or an additive mask. On a CPU, a bias that needs gradients (relative
     # positions) sends SDPA to its unfused fallback, slower to train than the explicit lines below.
     if not need_weights and (bias is None or q.is_cuda):
         if bias is not None and mask is not None:
             bias = bias.masked_fill(~mask, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask if bias is None else bias), None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])      # (..., Tq, Tk)
-    if bias is not None:
-        scores = scores + bias
+    if bias is None:
+        out, weights = attention(q, k, v, mask)
+        return out, (weights if need_weights else None)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]) + bias   # (..., Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = F.softmax(scores, dim=-1)                              # (..., Tq, Tk), rows sum to 1
+    weights = F.softmax(scores, dim=-1)
     record(weights)
-    return weights @ v, (weights if need_weights else None)          # (..., Tq, d_v)
-
-
-@dataclass
-class KVCache:
-    """A layer's keys and values while sampling (chapter 11): (..., t, d) each; None before the prompt."""
-
-    k: torch.Tensor | None = None
-    v: torch.Tensor | None = None
-
-    @property
-    def seen(self) -> int:
-        """The tokens seen so far, which is the position of the next one."""
-        return 0 if self.k is None else self.k.shape[-2]
-
-
-def remember(cache: KVCache | None, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Append this call's keys and values (..., T, d) to those in ``cache``; return all of them.
-
-    The key/value cache of chapter 11: when sampling, the keys and values of
-    earlier tokens never change, so each step computes them for the new token
-    only. ``cache`` is the layer's own (from its ``new_cache()``), or None.
-    """
-    if cache is None:
-        return k, v
-    if cache.k is not None:
-        k, v = torch.cat([cache.k, k], dim=-2), torch.cat([cache.v, v], dim=-2)   # (..., t + T, d)
-    cache.k, cache.v = k, v
-    return k, v
+    return weights @ v, (weights if need_weights else None)         # (..., Tq, d_v)
 
 
 class Head(nn.Module):
-    """One head of self-attention, causal or not."""
+    """One head of self-attention: its own query, key and value projections, then ``attention``."""
 
-    def __init__(self, n_embd: int, head_size: int, causal: bool = True):
+    def __init__(self, n_embd: int, head_size: int):
         super().__init__()
         self.query = nn.Linear(n_embd, head_size, bias=False)
         self.key = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)
-        self.causal = causal
 
-    def new_cache(self) -> KVCache | None:
-        """An empty cache to sample with (chapter 11); None without the mask: then every new token
-        changes the earlier outputs, and nothing computed before can be kept."""
-        return KVCache() if self.causal else None
-
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.query(x), self.key(x), self.value(x)            # (B, T, hs) each
-        k, v = remember(cache, k, v)                                    # (B, t + T, hs) with a cache
-        out, _ = attention(q, k, v, causal=self.causal, need_weights=False)   # (B, T, hs)
+        out, _ = attention(q, k, v)                                     # (B, T, hs)
+        return out
+
+
+class CausalHead(Head):
+    """A head that sees only the past: query i attends to the keys j <= i."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.query(x), self.key(x), self.value(x)            # (B, T, hs) each
+        out, _ = attention(q, k, v, causal_mask(x.shape[1], x.device))  # (B, T, hs)
         return out
 
 
@@ -154,8 +137,8 @@ class MultiHeadLoop(nn.Module):
 
     def __init__(self, cfg: ModelConfig, causal: bool = True):
         super().__init__()
-        hs = cfg.n_embd // cfg.n_heads
-        self.heads = nn.ModuleList([Head(cfg.n_embd, hs, causal) for _ in range(cfg.n_heads)])
+        hs, head = cfg.n_embd // cfg.n_heads, CausalHead if causal else Head
+        self.heads = nn.ModuleList([head(cfg.n_embd, hs) for _ in range(cfg.n_heads)])
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)                  # W_O
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -165,55 +148,37 @@ class MultiHeadLoop(nn.Module):
 class MultiHeadAttention(nn.Module):
     """The same computation batched: one projection for Q, K, V of all heads, one matmul.
 
-    Two hooks let later chapters change how positions enter, without a new class:
-    ``score_bias(q, n_keys)`` maps the queries (B, nh, T, hs) to an additive term
-    of the scores, (B or 1, nh, T, n_keys) (relative positions and ALiBi, chapters 7-8);
-    ``rotary(x, start)`` maps queries or keys (B, nh, T, hs) at positions start.. to
-    rotated ones (RoPE, chapter 7). ``fast=False`` always takes the
-    readable path; otherwise SDPA runs unless the weights are recorded.
-    Subclasses that compute attention differently (chapters 7 and 9) override ``attend``.
-
-    With a ``cache`` (from ``new_cache()``, chapter 11) it takes the new
-    tokens only: the prompt first, then one token per call. ``extend`` decides
-    which keys and values to keep: all of them here, two blocks in chapter 9.
+    ``fast=False`` always takes the readable path; otherwise ``attention_fast`` runs
+    PyTorch's fused kernel unless the weights are recorded. Later chapters change how
+    the heads attend by overriding ``attend``.
     """
 
-    def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True,
-                 score_bias: nn.Module | None = None, rotary: nn.Module | None = None):
+    def __init__(self, cfg: ModelConfig, causal: bool = True, fast: bool = True):
         super().__init__()
         self.n_heads, self.causal, self.fast = cfg.n_heads, causal, fast
-        self.score_bias, self.rotary = score_bias, rotary
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)  # [W_Q | W_K | W_V] of all heads
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)                  # W_O
         self.drop = nn.Dropout(cfg.dropout)
 
-    def new_cache(self) -> KVCache | None:
-        """An empty key/value cache to sample with (chapter 11); None without the causal mask."""
-        return KVCache() if self.causal else None
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split_heads(x)                                   # (B, nh, T, hs) each
+        y, _ = self.attend(q, k, v, need_weights=not self.fast)         # (B, nh, T, hs)
+        return self.merge_heads(y)                                      # (B, T, C)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def split_heads(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """(B, T, C) -> q, k, v, each (B, nh, T, hs): every head's slice of one projection."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                          # (B, T, C) each
-        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if self.rotary is not None:                                     # rotate by the tokens' positions
-            start = cache.seen if cache is not None else 0
-            q, k = self.rotary(q, start), self.rotary(k, start)         # (B, nh, T, hs) each
-        if cache is not None:
-            k, v = self.extend(cache, k, v)                             # (B, nh, t + T, hs) each
-        y, _ = self.attend(q, k, v, need_weights=not self.fast)         # (B, nh, T, hs)
-        return self.drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))   # (B, T, C)
+        return [t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v)]
 
-    def extend(self, cache: KVCache, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The keys and values the new queries see: every earlier one and their own."""
-        return remember(cache, k, v)
+    def merge_heads(self, y: torch.Tensor) -> torch.Tensor:
+        """(B, nh, T, hs) -> (B, T, C): the heads side by side, then W_O."""
+        B, nh, T, hs = y.shape
+        return self.drop(self.proj(y.transpose(1, 2).reshape(B, T, nh * hs)))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        """Each head's output (B, nh, T, hs) and weights (B, nh, T, T) or None, from its q, k, v.
-        Weights computed inside ``recording()`` are recorded.
-
-        With a cache, q holds the newest T of the k.shape[-2] positions."""
-        bias = self.score_bias(q, k.shape[-2]) if self.score_bias is not None else None   # (B, nh, T, Tk)
-        return attention(q, k, v, bias=bias, causal=self.causal, need_weights=need_weights)
+        """Each head's output (B, nh, T, hs), and its weights (B, nh, T, T) if ``need_weights``."""
+        return attention_fast(q, k, v, causal=self.causal, need_weights=need_weights)
 
     @torch.no_grad()
     def load_from_loop(self, loop: MultiHeadLoop) -> "MultiHeadAttention":

@@ -55,12 +55,11 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
         self.ff = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
-        kw = {} if cache is None else {"cache": cache}           # the mixer's cache when sampling (chapter 11)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.pre_ln:
-            x = x + self.mixer(self.ln1(x), **kw)                # (B, T, C)
+            x = x + self.mixer(self.ln1(x))                      # (B, T, C)
             x = x + self.ff(self.ln2(x))
         else:
-            x = self.ln1(x + self.mixer(x, **kw))
+            x = self.ln1(x + self.mixer(x))
             x = self.ln2(x + self.ff(x))
         return x

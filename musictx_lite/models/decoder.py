@@ -14,11 +14,7 @@ chapters:
   feed-forward, chapter 5), or None for a bare mixer (chapters 3 and 4).
 
 The read-out is called ``readout``, so that it is never mistaken for an attention ``Head``.
-
-Sampling (chapter 11) feeds the prompt once and then one token per call, with
-a ``DecoderCache``: the number of tokens seen (the one position counter), and
-each layer's cache, made by its mixer's ``new_cache()``, in which the mixer
-keeps its keys and values, so no step recomputes an earlier token.
+Sampling with a cache (chapter 11) is an extension, in ``cache.py``.
 """
 from __future__ import annotations
 
@@ -30,14 +26,6 @@ import torch.nn as nn
 from .blocks import Block
 from .config import ModelConfig
 from .tasks import NEXT_TOKEN
-
-
-class DecoderCache:
-    """What a decoder keeps between sampling steps: how many tokens it has seen, and each layer's cache."""
-
-    def __init__(self, layers: list):
-        self.pos = 0
-        self.layers = layers
 
 
 class Decoder(nn.Module):
@@ -58,39 +46,12 @@ class Decoder(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd) if final_norm else nn.Identity()
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
-    def _layer_caches(self) -> list:
-        """A new cache from each mixer's ``new_cache()``; None where a mixer keeps none."""
-        mixers = [b.mixer if isinstance(b, Block) else b for b in self.blocks]
-        return [m.new_cache() if hasattr(m, "new_cache") else None for m in mixers]
-
-    @property
-    def cacheable(self) -> bool:
-        """Can it sample with a cache? Only if every mixer is causal and keeps a cache."""
-        return all(c is not None for c in self._layer_caches())
-
-    def new_cache(self) -> DecoderCache:
-        layers = self._layer_caches()
-        if any(c is None for c in layers):
-            raise ValueError(f"{getattr(self, 'name', type(self).__name__)} cannot sample with a cache: "
-                             f"a mixer is not causal, so every new token changes earlier outputs")
-        return DecoderCache(layers)
-
-    def forward(self, idx: torch.Tensor, cache: DecoderCache | None = None) -> torch.Tensor:
-        """Logits (B, T, V) for tokens (B, T). (Each layer's weights: ``attention.recording()``.)
-
-        With a ``cache`` (from ``new_cache``), ``idx`` holds the new tokens only: the prompt, then one token per call.
-        """
-        T = idx.shape[1]
-        if cache is not None and cache.pos and T != 1:
-            raise ValueError(f"with a cache, feed the prompt once and then one token at a time (got {T})")
-        start = cache.pos if cache is not None else 0            # position of idx[:, 0]
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) for tokens (B, T). (Each layer's weights: ``attention.recording()``.)"""
         x = self.tok_emb(idx)                                    # (B, T, C)
         if self.positions is not None:
-            x = self.positions(x, start) if start else self.positions(x)   # (B, T, C)
+            x = self.positions(x)                                # (B, T, C)
         x = self.drop(x)
-        for i, block in enumerate(self.blocks):
-            kw = {} if cache is None else {"cache": cache.layers[i]}
-            x = block(x, **kw)                                   # (B, T, C)
-        if cache is not None:
-            cache.pos += T
+        for block in self.blocks:
+            x = block(x)                                         # (B, T, C)
         return self.readout(self.ln_f(x))                        # (B, T, V)

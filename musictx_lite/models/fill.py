@@ -117,7 +117,7 @@ class VoiceFill(nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.voice_emb = nn.Parameter(torch.randn(4, cfg.n_embd) * 0.02)   # S, A, T, B
-        self.attn = Head(cfg.n_embd, cfg.n_embd, causal=False)
+        self.attn = Head(cfg.n_embd, cfg.n_embd)
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
     def forward(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:

@@ -11,13 +11,12 @@ under the band mask when both hold the same vectors for distances -(2N-1)..0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import KVCache, MultiHeadAttention, is_recording, record, remember
+from .attention import MultiHeadAttention, is_recording, record
 from .config import ModelConfig
 
 
@@ -72,23 +71,8 @@ def local_relative_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     return y, dense[:, :, :T, N:N + T]                                  # (B, nh, T, T)
 
 
-@dataclass
-class LocalCache(KVCache):
-    """The keys and values local attention keeps (chapter 11): from ``first``, the start of the previous block."""
-
-    first: int = 0                                                      # position of the first key kept
-
-    @property
-    def seen(self) -> int:
-        return self.first + super().seen
-
-
 class LocalAttention(MultiHeadAttention):
-    """Causal multi-head attention in blocks of N with the relative term: the mixer of chapter 9.
-
-    Its key/value cache (chapter 11) keeps the current block and the previous
-    one: at most 2N keys, whatever the length of the sample.
-    """
+    """Causal multi-head attention in blocks of N with the relative term: the mixer of chapter 9."""
 
     def __init__(self, cfg: ModelConfig, N: int = 32):
         super().__init__(cfg, causal=True)
@@ -98,28 +82,7 @@ class LocalAttention(MultiHeadAttention):
         self.N = N
         self.E = nn.Parameter(torch.randn(cfg.n_heads, 2 * N, hs) / math.sqrt(hs))   # distances -(2N-1)..0
 
-    def new_cache(self) -> LocalCache:
-        return LocalCache()
-
-    def extend(self, cache: LocalCache, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values from the start of the previous block; keep what the next token will need."""
-        k, v = remember(cache, k, v)                                    # (B, nh, n - first, hs)
-        keep = max(0, (cache.seen // self.N - 1) * self.N)              # the next token sees keys from here on
-        drop = keep - cache.first
-        cache.k, cache.v, cache.first = k[..., drop:, :], v[..., drop:, :], keep
-        return k, v
-
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        need_weights = need_weights or is_recording()
-        if q.shape[-2] == k.shape[-2]:                                  # the whole sequence (or the prompt)
-            y, w = local_relative_attention(q, k, v, self.E, self.N, need_weights)
-            record(w)                                                   # dense (B, nh, T, T)
-            return y, w
-        if q.shape[-2] != 1:
-            raise ValueError("local attention with a cache: feed the prompt at once, then one token at a time")
-        # one new query, the last of the kept keys: distances -(Tk - 1) .. 0, all visible
-        Tk, d = k.shape[-2], q.shape[-1]
-        rel = q @ self.E[:, 2 * self.N - Tk:].to(q.dtype).transpose(-2, -1)   # (B, nh, 1, Tk)
-        w = F.softmax((q @ k.transpose(-2, -1) + rel) / math.sqrt(d), dim=-1)   # (B, nh, 1, Tk)
-        record(w)
-        return w @ v, (w if need_weights else None)                     # (B, nh, 1, hs)
+        y, w = local_relative_attention(q, k, v, self.E, self.N, need_weights or is_recording())
+        record(w)                                                       # dense (B, nh, T, T), if computed
+        return y, w

@@ -26,7 +26,7 @@ class LearnedPositions(nn.Module):
         self.table = nn.Embedding(cfg.block_size, cfg.n_embd)          # P: (block_size, C)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """x (B, T, C) at positions start .. start + T - 1 (start > 0 with a key/value cache)."""
+        """x (B, T, C): the embeddings of the tokens at positions start .. start + T - 1."""
         T = start + x.shape[1]
         if T > self.table.num_embeddings:
             raise ValueError(f"sequence of {T} tokens, but learned positions stop at {self.table.num_embeddings}")
@@ -56,7 +56,7 @@ class SinusoidalPositions(nn.Module):
         self.register_buffer("table", sinusoids(cfg.block_size, cfg.n_embd, base), persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """x (B, T, C) at positions start .. start + T - 1 (start > 0 with a key/value cache)."""
+        """x (B, T, C): the embeddings of the tokens at positions start .. start + T - 1."""
         T = start + x.shape[1]
         if T > len(self.table):                                        # past the trained length: extend
             self.table = sinusoids(T, self.C, self.base).to(x.device)

@@ -19,8 +19,9 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from .attention import Head, MultiHeadAttention, MultiHeadLoop
+from .attention import CausalHead, Head, MultiHeadAttention, MultiHeadLoop
 from .blocks import Block
+from .cache import with_cache
 from ..checkpoint import read_checkpoint
 from .config import ModelConfig
 from .decoder import Decoder
@@ -28,14 +29,14 @@ from .fill import VoiceFill
 from .fnet import CausalFourierMatrix, CausalLongConv, FourierMixer
 from .local import LocalAttention
 from .positions import LearnedPositions, SinusoidalPositions
-from .relative import ALiBi, RelativeGlobal, Rotary, ShawAttention
+from .relative import ALiBi, BiasedAttention, RelativeGlobal, RotaryAttention, ShawAttention
 from .rnn import LSTMAttention, LSTMModel
 from .voices import VoiceEmbedding
 
 
 def one_head(causal: bool = True) -> Callable[[ModelConfig], nn.Module]:
     """A single head as wide as the model (no W_O), the mixer of chapter 3."""
-    return lambda cfg: Head(cfg.n_embd, cfg.n_embd, causal)
+    return lambda cfg: (CausalHead if causal else Head)(cfg.n_embd, cfg.n_embd)
 
 
 def heads(cfg: ModelConfig) -> nn.Module:
@@ -45,7 +46,7 @@ def heads(cfg: ModelConfig) -> nn.Module:
 
 def relative_global(cfg: ModelConfig) -> nn.Module:
     """The Music Transformer's relative global attention, computed with the skew (chapters 7-8)."""
-    return MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg))
+    return BiasedAttention(cfg, RelativeGlobal(cfg))
 
 
 def post_ln(cfg: ModelConfig, mixer: nn.Module) -> Block:
@@ -102,10 +103,9 @@ MODELS: dict[str, Spec] = {
                  timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),
                                              lambda L, cfg: 6 * L * L * (cfg.n_embd // cfg.n_heads) * 4)}),
     "relative": Spec(lambda cfg: Decoder(cfg, relative_global), 8, "decoder", paper="relative attention",   # ch. 7-8
-                     timed={"skew": Timed(lambda cfg: MultiHeadAttention(cfg, fast=False,
-                                                                         score_bias=RelativeGlobal(cfg)))}),
-    "rope": Spec(lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, rotary=Rotary(c))), 7, "decoder"),
-    "alibi": Spec(lambda cfg: Decoder(cfg, lambda c: MultiHeadAttention(c, score_bias=ALiBi(c))), 7, "decoder"),
+                     timed={"skew": Timed(lambda cfg: BiasedAttention(cfg, RelativeGlobal(cfg), fast=False))}),
+    "rope": Spec(lambda cfg: Decoder(cfg, RotaryAttention), 7, "decoder"),
+    "alibi": Spec(lambda cfg: Decoder(cfg, lambda c: BiasedAttention(c, ALiBi(c))), 7, "decoder"),
     "local": Spec(lambda cfg: Decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)), 9, "decoder",
                   timed={"local skew": Timed(lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),
                                              lambda L, cfg: 8 * cfg.n_heads * L * 3 * LOCAL_BENCH_N * 4)}),
@@ -125,10 +125,11 @@ MODELS: dict[str, Spec] = {
 
 
 def build_model(name: str, cfg: ModelConfig) -> nn.Module:
-    """Instantiate the model called ``name`` with ``cfg``; it remembers its name for checkpoints."""
+    """Instantiate the model called ``name`` with ``cfg``, able to sample with a cache where its mixers
+    are causal (``cache.with_cache``); it remembers its name for checkpoints."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
-    model = MODELS[name].build(cfg)
+    model = with_cache(MODELS[name].build(cfg))
     model.name = name
     return model
 

@@ -24,18 +24,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, causal_mask, record
+from .attention import MultiHeadAttention, attention_fast, causal_mask, record
 from .config import ModelConfig
 
 
-def distances(T: int, device: torch.device | str | None = None, n_keys: int | None = None) -> torch.Tensor:
-    """(T, T) long: entry (i, j) is j - i, negative for keys in the past.
-
-    With ``n_keys`` > T (a key/value cache, chapter 11) the T queries are the last
-    T of the ``n_keys`` positions, and the result is (T, n_keys).
-    """
-    S = T if n_keys is None else n_keys
-    return torch.arange(S, device=device)[None, :] - torch.arange(S - T, S, device=device)[:, None]
+def distances(T: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(T, T) long: entry (i, j) is j - i, negative for keys in the past."""
+    t = torch.arange(T, device=device)
+    return t[None, :] - t[:, None]
 
 
 class ShawAttention(MultiHeadAttention):
@@ -57,11 +53,11 @@ class ShawAttention(MultiHeadAttention):
         self.a_v = nn.Embedding(2 * k + 1, hs)                          # w^V_{-k} .. w^V_{k}
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        T, Tk, d = q.shape[-2], k.shape[-2], q.shape[-1]               # Tk > T with a cache
-        idx = distances(T, q.device, Tk).clamp(-self.k, self.k) + self.k   # (T, Tk) rows of the tables
-        aK, aV = self.a_k(idx), self.a_v(idx)                           # (T, Tk, hs) each: the L x L x d tensors
-        scores = q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, aK)   # (B, nh, T, Tk)
-        scores = (scores / math.sqrt(d)).masked_fill(~causal_mask(T, q.device, Tk), float("-inf"))
+        T, d = q.shape[-2], q.shape[-1]
+        idx = distances(T, q.device).clamp(-self.k, self.k) + self.k    # (T, T) rows of the tables
+        aK, aV = self.a_k(idx), self.a_v(idx)                           # (T, T, hs) each: the L x L x d tensors
+        scores = q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, aK)   # (B, nh, T, T)
+        scores = (scores / math.sqrt(d)).masked_fill(~causal_mask(T, q.device), float("-inf"))
         w = F.softmax(scores, dim=-1)                                   # (B, nh, T, T)
         record(w)                                                       # inside attention.recording()
         y = w @ v + torch.einsum("bhij,ijd->bhid", w, aV)               # (B, nh, T, hs)
@@ -83,7 +79,7 @@ def skew(rel: torch.Tensor) -> torch.Tensor:
 def relative_logits_direct(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     """S^rel the direct way: gather E^r into a (L, L, d) tensor, one vector per pair; 0 above the diagonal.
 
-    ``q`` (..., nh, L, d), ``E`` (nh, L, d) for distances -(L-1)..0. The reference the skew is checked against.
+    ``q`` (..., nh, L, d), ``E`` (nh, L, d) for distances -(L-1)..0: the definition, computed literally.
     """
     L = q.shape[-2]
     idx = distances(L, q.device) + L - 1                                # (L, L): j - i + L - 1
@@ -99,14 +95,12 @@ def relative_logits_skew(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
 
 
 class RelativeGlobal(nn.Module):
-    """The Music Transformer's relative term, a ``score_bias`` for ``MultiHeadAttention``: S^rel / sqrt(d).
+    """The Music Transformer's relative term, a ``score_bias`` for ``BiasedAttention``: S^rel / sqrt(d).
 
     One learned E^r (L, hs) per head, for the distances -(L-1)..0, L = block_size.
     Past L tokens the farthest vector repeats (Shaw's clipping at k = L - 1), so
     the model runs on any length. ``use_skew=False`` computes the same with the
-    direct gather, in O(L^2 d) memory. With a key/value cache (chapter 11) one
-    new query at the last of ``n_keys`` positions needs no skew: q E^r^T already
-    has one column per key, distance j - (n_keys - 1).
+    direct gather, in O(L^2 d) memory.
     """
 
     def __init__(self, cfg: ModelConfig, use_skew: bool = True):
@@ -122,21 +116,15 @@ class RelativeGlobal(nn.Module):
             return self.E[:, L - T:]
         return torch.cat([self.E[:, :1].expand(-1, T - L, -1), self.E], dim=1)   # clip beyond -(L-1)
 
-    def forward(self, q: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
-        T = q.shape[-2]
-        S = T if n_keys is None else n_keys
-        E = self.table(S).to(q.dtype)                                   # (nh, S, hs)
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        """S^rel / sqrt(d) (B, nh, T, T) for queries q (B, nh, T, hs); above the diagonal: masked later."""
+        E = self.table(q.shape[-2]).to(q.dtype)                         # (nh, T, hs)
         q = q / math.sqrt(q.shape[-1])                                  # scale (T, hs), not (T, T)
-        if T == 1:                                                      # one new query (a cache): no skew
-            return q @ E.transpose(-2, -1)                              # (B, nh, 1, S)
-        if T != S:
-            raise ValueError(f"relative logits for {T} queries and {S} keys: feed the prompt at once, "
-                             f"then one token at a time")
         return relative_logits_skew(q, E) if self.use_skew else relative_logits_direct(q, E)   # (B, nh, T, T)
 
 
 class Rotary(nn.Module):
-    """RoPE (Su et al., 2021), a ``rotary`` for ``MultiHeadAttention``: rotate each pair of features of
+    """RoPE (Su et al., 2021), the rotation of ``RotaryAttention``: rotate each pair of features of
     q_t and k_t by the angle t w_i, so that q_i k_j^T depends on positions through j - i only."""
 
     def __init__(self, cfg: ModelConfig, base: float = 10000.0):
@@ -146,17 +134,17 @@ class Rotary(nn.Module):
             raise ValueError(f"RoPE rotates pairs of features: head size {hs} must be even")
         self.register_buffer("w", base ** (-torch.arange(0, hs, 2, dtype=torch.float) / hs), persistent=False)
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """x (B, nh, T, hs) at positions start .. start + T - 1 (start > 0 with a key/value cache)."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, nh, T, hs) at positions 0 .. T - 1, rotated."""
         T = x.shape[-2]
-        angle = torch.arange(start, start + T, device=x.device, dtype=torch.float)[:, None] * self.w   # (T, hs/2)
+        angle = torch.arange(T, device=x.device, dtype=torch.float)[:, None] * self.w   # (T, hs/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2 = x[..., 0::2], x[..., 1::2]                             # (B, nh, T, hs/2) each
         return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)   # (B, nh, T, hs)
 
 
 class ALiBi(nn.Module):
-    """ALiBi (Press et al., 2022), a ``score_bias``: m_h (j - i) for head h, with fixed slopes
+    """ALiBi (Press et al., 2022), a ``score_bias`` for ``BiasedAttention``: m_h (j - i) for head h, with fixed slopes
     m_h = 2^(-8h / nh): a penalty linear in the distance, steep in some heads, gentle in others."""
 
     def __init__(self, cfg: ModelConfig):
@@ -164,6 +152,30 @@ class ALiBi(nn.Module):
         h = torch.arange(1, cfg.n_heads + 1, dtype=torch.float)
         self.register_buffer("slopes", 2.0 ** (-8.0 * h / cfg.n_heads), persistent=False)   # (nh,)
 
-    def forward(self, q: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
-        d = distances(q.shape[-2], q.device, n_keys).to(q.dtype)        # (T, Tk), <= 0 in the past
-        return (self.slopes.to(q.dtype)[:, None, None] * d)[None]       # (1, nh, T, Tk)
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        d = distances(q.shape[-2], q.device).to(q.dtype)                # (T, T), <= 0 in the past
+        return (self.slopes.to(q.dtype)[:, None, None] * d)[None]       # (1, nh, T, T)
+
+
+class BiasedAttention(MultiHeadAttention):
+    """Causal multi-head attention plus a term of the scores computed from the queries, ``score_bias``:
+    the Music Transformer's relative term (``RelativeGlobal``) or ALiBi's penalty (``ALiBi``)."""
+
+    def __init__(self, cfg: ModelConfig, score_bias: nn.Module, fast: bool = True):
+        super().__init__(cfg, causal=True, fast=fast)
+        self.score_bias = score_bias
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
+        bias = self.score_bias(q)                                       # (B or 1, nh, T, T)
+        return attention_fast(q, k, v, causal=self.causal, bias=bias, need_weights=need_weights)
+
+
+class RotaryAttention(MultiHeadAttention):
+    """Causal multi-head attention on rotated queries and keys (RoPE, ``Rotary``)."""
+
+    def __init__(self, cfg: ModelConfig, fast: bool = True):
+        super().__init__(cfg, causal=True, fast=fast)
+        self.rotary = Rotary(cfg)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
+        return super().attend(self.rotary(q), self.rotary(k), v, need_weights)

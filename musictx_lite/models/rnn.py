@@ -10,8 +10,6 @@ alpha_i = softmax_j(e_i), and the context c_i = sum_j alpha_ij h_j.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -21,20 +19,11 @@ from .config import ModelConfig
 from .tasks import NEXT_TOKEN
 
 
-@dataclass
-class LSTMCache:
-    """What an LSTM keeps while sampling (chapter 11): its last state, and with attention every hidden state."""
-
-    state: tuple[torch.Tensor, torch.Tensor] | None = None            # (h, c), (n_layers, B, C) each
-    h: torch.Tensor | None = None                                      # (B, t, C): the attention's keys
-
-
 class LSTMModel(nn.Module):
     """Embedding -> LSTM -> linear read-out of next-token logits."""
 
     task = NEXT_TOKEN
     context: int | None = None   # no limit on how far back it reads
-    cacheable = True             # when sampling, the state (h, c) carries the past (chapter 11)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -45,18 +34,8 @@ class LSTMModel(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
-    def new_cache(self) -> LSTMCache:
-        return LSTMCache()
-
-    def run_lstm(self, idx: torch.Tensor, cache: LSTMCache | None) -> torch.Tensor:
-        """Hidden states (B, T, C); with a cache, start from the state it holds and store the new one."""
-        h, state = self.lstm(self.drop(self.emb(idx)), cache.state if cache is not None else None)
-        if cache is not None:
-            cache.state = state
-        return h
-
-    def forward(self, idx: torch.Tensor, cache: LSTMCache | None = None) -> torch.Tensor:
-        h = self.run_lstm(idx, cache)                    # (B, T, C)
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        h, _ = self.lstm(self.drop(self.emb(idx)))       # (B, T, C): every hidden state
         return self.readout(self.drop(h))                # (B, T, V)
 
 
@@ -69,25 +48,18 @@ class LSTMAttention(LSTMModel):
         self.W = nn.Linear(C, C, bias=False)             # the bilinear score matrix
         self.combine = nn.Linear(2 * C, C)                # [h_i ; c_i] -> C
 
-    def attend(self, h: torch.Tensor, past: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Hidden states (B, T, C) -> context (B, T, C) and weights alpha (B, T, T).
-
-        ``past`` (B, S, C), S >= T, are the states to attend to when sampling with
-        a cache: the queries h are the last T of them."""
-        past = h if past is None else past
-        T, S, C = h.shape[1], past.shape[1], h.shape[2]
-        e = self.W(h) @ past.transpose(1, 2) / math.sqrt(C)   # (B, T, S): e_ij = h_i W h_j^T / sqrt(C)
-        future = torch.ones(T, S, dtype=torch.bool, device=h.device).triu(S - T + 1)
+    def attend(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hidden states (B, T, C) -> context (B, T, C) and weights alpha (B, T, T)."""
+        T, C = h.shape[1], h.shape[2]
+        e = self.W(h) @ h.transpose(1, 2) / math.sqrt(C)   # (B, T, T): e_ij = h_i W h_j^T / sqrt(C)
+        future = torch.ones(T, T, dtype=torch.bool, device=h.device).triu(1)
         e = e.masked_fill(future, float("-inf"))          # only j <= i
-        alpha = F.softmax(e, dim=-1)                       # (B, T, S), rows sum to 1
-        return alpha @ past, alpha                         # (B, T, C), (B, T, S)
+        alpha = F.softmax(e, dim=-1)                       # (B, T, T), rows sum to 1
+        return alpha @ h, alpha                            # (B, T, C), (B, T, T)
 
-    def forward(self, idx: torch.Tensor, cache: LSTMCache | None = None) -> torch.Tensor:
-        h = self.run_lstm(idx, cache)                      # (B, T, C)
-        past = None
-        if cache is not None:                              # every state so far
-            past = cache.h = h if cache.h is None else torch.cat([cache.h, h], dim=1)
-        c, alpha = self.attend(h, past)                    # (B, T, C), (B, T, T)
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        h, _ = self.lstm(self.drop(self.emb(idx)))         # (B, T, C)
+        c, alpha = self.attend(h)                          # (B, T, C), (B, T, T)
         record(alpha)                                      # inside attention.recording()
         out = torch.tanh(self.combine(torch.cat([h, c], dim=-1)))   # (B, T, C)
         return self.readout(self.drop(out))                # (B, T, V)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.classroom import checkers
-from musictx_lite.models.attention import Head, MultiHeadAttention, attention, causal_mask
+from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.classroom.checkers import CHECKERS, checkers_for
 from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
 from musictx_lite.models.fnet import causal_fft_conv
@@ -122,11 +122,6 @@ class TwoAhead(Head):
         T = x.shape[1]
         out, _ = attention(self.query(x), self.key(x), self.value(x), torch.ones(T, T, dtype=torch.bool).tril(2))
         return out
-
-
-class Unmasked(Head):
-    def __init__(self, n_embd, head_size):
-        super().__init__(n_embd, head_size, causal=False)
 
 
 class GQANoMask(ch4.GroupedQueryAttention):
@@ -287,8 +282,8 @@ PLANTED = [
     ("1.1", (NoTanh,), "the weight tensor differs from the reference AdditiveAttention with your weights by"),
     ("1.1", (ContextsOnly,), "should return (contexts, weights), got Tensor"),
     ("1.1", (Raises,), "your module raised RuntimeError: a bug in my forward"),
-    ("3.1", (Head,), "does not see t + 1"),
-    ("3.1", (Unmasked,), "sees more than one token of the future"),
+    ("3.1", (CausalHead,), "does not see t + 1"),
+    ("3.1", (Head,), "sees more than one token of the future"),
     ("3.1", (TwoAhead,), "output 0 depends on input 2 = 0 + 2"),
     ("3.2", (lambda w: w * torch.ones_like(w).tril(),), "rows do not sum to 1"),
     ("3.2", (lambda w: (w * w.new_ones(w.shape).tril(1)) / (w * w.new_ones(w.shape).tril(1)).sum(-1, keepdim=True),),
@@ -387,7 +382,7 @@ def test_instances_are_checked_on_their_device(capsys):
     torch.manual_seed(0)
     model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32))
     with VirtualDevice(VIRTUAL_DEVICE):
-        for key, obj in (("1.1", ch1.AdditiveAttention(16)), ("3.1", ch3.PeekHead(16, 16, causal=False)),
+        for key, obj in (("1.1", ch1.AdditiveAttention(16)), ("3.1", ch3.PeekHead(16, 16)),
                          ("5.1", ch5.RMSNorm(16)), ("6.3", ch6.VoicePositions(ModelConfig(n_embd=16)))):
             ok, out = run(capsys, key, obj.to(VIRTUAL_DEVICE))
             assert ok, out

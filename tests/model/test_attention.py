@@ -5,8 +5,9 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.models.attention import (Head, MultiHeadAttention, MultiHeadLoop, attention, causal_mask,
-                                    recording)
+from musictx_lite.models.attention import (CausalHead, Head, MultiHeadAttention, MultiHeadLoop, attention,
+                                           attention_fast, causal_mask, recording)
+from musictx_lite.models.relative import BiasedAttention
 from musictx_lite.models.blocks import Block, FeedForward, LayerNorm
 from musictx_lite.models.decoder import Decoder
 from musictx_lite.models.fill import VoiceFill, evaluate_fill_nll, hide
@@ -30,15 +31,15 @@ def test_attention_matches_the_formula_and_weights_sum_to_one():
 
 def test_unmasked_head_is_permutation_equivariant():
     torch.manual_seed(0)
-    head = Head(16, 8, causal=False)
+    head = Head(16, 8)
     x = torch.randn(2, 7, 16)
     perm = torch.randperm(7)
     torch.testing.assert_close(head(x[:, perm]), head(x)[:, perm])
-    masked = Head(16, 8, causal=True)
+    masked = CausalHead(16, 8)
     assert not torch.allclose(masked(x[:, perm]), masked(x)[:, perm])   # the mask breaks the symmetry
 
 
-@pytest.mark.parametrize("module", [lambda: Head(32, 8, causal=True), lambda: MultiHeadLoop(CFG),
+@pytest.mark.parametrize("module", [lambda: CausalHead(32, 8), lambda: MultiHeadLoop(CFG),
                                     lambda: MultiHeadAttention(CFG, fast=False), lambda: MultiHeadAttention(CFG),
                                     lambda: Block(CFG), lambda: build_model("transformer", CFG)])
 def test_causality_by_perturbation(module):
@@ -156,7 +157,7 @@ def test_attention_core_bias_and_mask_on_both_paths():
     band = (torch.arange(6)[:, None] - torch.arange(6)[None, :]).abs() <= 2                  # (T, T)
     for mask, b, causal in [(None, None, True), (None, bias, True), (band, None, True), (band, bias, False),
                             (band, bias, True), (None, None, False)]:
-        out, w = attention(q, k, v, mask, b, causal)
+        out, w = attention_fast(q, k, v, causal, mask, b, need_weights=True)
         ref = q @ k.transpose(-2, -1) / math.sqrt(8) + (0 if b is None else b)
         allowed = torch.ones(6, 6, dtype=torch.bool)
         allowed = allowed & band if mask is not None else allowed
@@ -164,20 +165,20 @@ def test_attention_core_bias_and_mask_on_both_paths():
         ref = torch.softmax(ref.masked_fill(~allowed, float("-inf")), -1)
         torch.testing.assert_close(w, ref)
         assert (w[..., ~allowed] == 0).all()
-        fast, none = attention(q, k, v, mask, b, causal, need_weights=False)
+        fast, none = attention_fast(q, k, v, causal, mask, b)
         assert none is None
         torch.testing.assert_close(fast, out, atol=1e-5, rtol=1e-5)
-    assert attention(q, k, v, None, bias, True)[1][..., 0, 5].eq(0).all()
+    assert attention_fast(q, k, v, True, bias=bias, need_weights=True)[1][..., 0, 5].eq(0).all()
 
 
-def test_multi_head_attention_takes_a_score_bias():
+def test_biased_attention_adds_its_score_bias():
     torch.manual_seed(0)
 
     class Shift(nn.Module):                                  # a bias that depends on the queries, as relative logits do
-        def forward(self, q, n_keys):
-            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], n_keys)              # (B, nh, T, T)
+        def forward(self, q):
+            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], q.shape[-2])         # (B, nh, T, T)
 
-    mha = MultiHeadAttention(CFG, score_bias=Shift()).eval()
+    mha = BiasedAttention(CFG, Shift()).eval()
     x = torch.randn(2, 10, 32)
     with recording() as ws:
         y = mha(x)

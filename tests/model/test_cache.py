@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from musictx_lite import MODELS, ModelConfig, build_model, generate
+from musictx_lite.models.attention import attention_fast
+from musictx_lite.models.cache import with_cache
 from musictx_lite.models.decoder import Decoder
 from musictx_lite.models.local import LocalAttention
 from musictx_lite.experiments.sample import window_start
@@ -46,7 +48,7 @@ def test_cached_logits_equal_re_encoding_at_every_step(name):
 def test_local_cache_keeps_two_blocks_and_matches_across_block_edges():
     torch.manual_seed(0)
     cfg = ModelConfig(n_embd=32, n_heads=4, n_layers=3, block_size=64)
-    model = Decoder(cfg, lambda c: LocalAttention(c, N=4)).eval()
+    model = with_cache(Decoder(cfg, lambda c: LocalAttention(c, N=4))).eval()
     for n in (1, 3, 4, 9, 50):
         _, _, cached, plain = traces(model, prompt_of(n), n_steps=30)
         torch.testing.assert_close(cached, plain, atol=2e-5, rtol=1e-5)
@@ -77,11 +79,11 @@ def test_cache_misuse_and_window_rule():
 
 
 def test_a_slow_cache_would_be_caught():
-    """The comparison can fail: a cache that forgets the rotary offset gives different logits."""
+    """The comparison can fail: a cache that rotates the new query as position 0 gives other logits."""
     torch.manual_seed(0)
     model = build_model("rope", CFG).eval()
     for block in model.blocks:
-        rot = block.mixer.rotary
-        rot.forward = lambda x, start=0, f=rot.forward: f(x)          # every call from position 0
+        m = block.mixer
+        m.attend_last = lambda q, k, v, m=m: attention_fast(m.rotary(q), m.rotary(k), v)   # no offset
     _, _, cached, plain = traces(model, prompt_of(5), n_steps=4)
     assert (cached - plain).abs().max() > 1e-3

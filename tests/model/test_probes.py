@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from musictx_lite import MODELS, ModelConfig, build_model
 from musictx_lite.models import probes
-from musictx_lite.models.attention import Head, MultiHeadAttention
+from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention
 from musictx_lite.models.blocks import Block
 from musictx_lite.experiments.profiles import PROFILES, SIZES, Profile
 from musictx_lite.models.tasks import NEXT_TOKEN
@@ -65,14 +65,14 @@ def test_gradient_probe_on_every_next_token_model(name):
         assert (G[future] == 0).all() and (G.diagonal() > 0).all()
 
 
-@pytest.mark.parametrize("layer", [lambda: Head(32, 8, causal=True), lambda: MultiHeadAttention(CFG),
+@pytest.mark.parametrize("layer", [lambda: CausalHead(32, 8), lambda: MultiHeadAttention(CFG),
                                    lambda: Block(CFG)])
 def test_gradient_probe_on_layers(layer):
     torch.manual_seed(0)
     G = probes.gradient_dependency(layer(), T=9)
     past = torch.ones(9, 9, dtype=torch.bool).tril()
     assert (G[~past] == 0).all() and (G[past] > 0).all()
-    G_full = probes.gradient_dependency(Head(32, 8, causal=False), T=9)
+    G_full = probes.gradient_dependency(Head(32, 8), T=9)
     assert (G_full > 0).all()
 
 

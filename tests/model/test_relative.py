@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.models.attention import MultiHeadAttention, attention
+from musictx_lite.models.attention import attention_fast
 from musictx_lite.models.probes import future_effect, is_causal
 from musictx_lite.models.local import LocalAttention, band_mask, local_relative_attention, skew_local
 from musictx_lite.models.positions import SinusoidalPositions, sinusoids
-from musictx_lite.models.relative import (ALiBi, RelativeGlobal, Rotary, ShawAttention, distances, relative_logits_direct,
+from musictx_lite.models.relative import (ALiBi, BiasedAttention, RelativeGlobal, Rotary, ShawAttention, distances, relative_logits_direct,
                                    relative_logits_skew, skew)
 
 RELATIVE = ["shaw", "relative", "rope", "alibi", "local"]
@@ -82,7 +82,7 @@ def test_local_equals_relative_attention_under_the_band_mask(T, N):
     q, k, v = torch.randn(3, 2, H, T, d).unbind(0)
     E = torch.randn(H, max(T, 2 * N), d)                             # global table; local keeps its last 2N
     bias = relative_logits_skew(q, E[:, E.shape[1] - T:]) / math.sqrt(d)
-    y_ref, w_ref = attention(q, k, v, mask=band_mask(T, N), bias=bias, causal=True)
+    y_ref, w_ref = attention_fast(q, k, v, causal=True, mask=band_mask(T, N), bias=bias, need_weights=True)
     y, w = local_relative_attention(q, k, v, E[:, -2 * N:], N, need_weights=True)
     torch.testing.assert_close(y, y_ref)
     torch.testing.assert_close(w, w_ref)
@@ -124,7 +124,7 @@ def _shaw_as_music_transformer(k: int, T: int):
     shaw = ShawAttention(cfg, k=k)
     with torch.no_grad():
         shaw.a_v.weight.zero_()
-    mt = MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg))
+    mt = BiasedAttention(cfg, RelativeGlobal(cfg))
     mt.load_state_dict({n: p for n, p in shaw.state_dict().items() if not n.startswith("a_")}, strict=False)
     with torch.no_grad():
         mt.score_bias.E.copy_(shaw.a_k.weight[: k + 1].expand(2, -1, -1))   # distances -k .. 0, per head
@@ -199,8 +199,8 @@ def test_learned_positions_stop_at_their_table():
 def test_relative_global_direct_and_skew_models_agree():
     torch.manual_seed(0)
     cfg = ModelConfig(n_embd=16, n_heads=2, block_size=12)
-    fast = MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg))
-    slow = MultiHeadAttention(cfg, score_bias=RelativeGlobal(cfg, use_skew=False), fast=False)
+    fast = BiasedAttention(cfg, RelativeGlobal(cfg))
+    slow = BiasedAttention(cfg, RelativeGlobal(cfg, use_skew=False), fast=False)
     slow.load_state_dict(fast.state_dict())
     x = torch.randn(3, 12, 16)
     torch.testing.assert_close(fast(x), slow(x))

@@ -57,7 +57,7 @@ def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: 
     tcfg = P.train_config("attention-positions", max_steps=steps, eval_every=steps, seed=seed,
                           warmup_steps=base.warmup_steps * steps // base.max_steps)
     torch.manual_seed(seed)
-    peek = Decoder(cfg, lambda c: PeekHead(c.n_embd, c.n_embd, causal=False), LearnedPositions,
+    peek = Decoder(cfg, lambda c: PeekHead(c.n_embd, c.n_embd), LearnedPositions,
                    block=None, final_norm=False)
     torch.manual_seed(seed)
     masked = build_model("attention-positions", cfg)
