@@ -19,7 +19,7 @@ test: $(VENV)/.ready       ## unit tests, and every chapter under nbval in the s
 	pytest --nbval-lax -n 2 --dist loadfile
 
 slides: book               ## one reveal.js deck per chapter in _build/slides, from the book's executed chapters; works offline
-	python scripts/build_slides.py --out _build/slides
+	python -m scripts.build_slides --out _build/slides
 
 env: $(VENV)/.ready
 

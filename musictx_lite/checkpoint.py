@@ -14,6 +14,13 @@ import torch
 
 CKPT = "ckpt.pt"
 CKPT_KEYS = ("model_name", "model_config", "train_config", "model", "step")
+# Names a model's configuration had before: checkpoints and records written then still load.
+RENAMED = {"block_size": "context"}
+
+
+def upgrade_config(config: dict) -> dict:
+    """A model configuration (as a dict) with the names of today: ``block_size`` is now ``context``."""
+    return {RENAMED.get(k, k): v for k, v in config.items()}
 
 
 def read_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu") -> dict:
@@ -32,4 +39,5 @@ def read_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu")
     if not isinstance(ck, dict) or not all(k in ck for k in CKPT_KEYS):
         raise ValueError(f"{path} is not a musictx_lite checkpoint: it lacks "
                          f"{[k for k in CKPT_KEYS if not isinstance(ck, dict) or k not in ck]}")
+    ck["model_config"] = upgrade_config(ck["model_config"])
     return ck

@@ -3,7 +3,7 @@
 Chapter 0 ("Music as tokens") describes the result. Run from the repository root::
 
     pip install music21
-    python scripts/build_chorales.py
+    python -m scripts.build_chorales
 
 Each four-part chorale of ``music21.corpus.chorales.Iterator()`` becomes a
 (steps, 4) array of MIDI pitches, soprano/alto/tenor/bass, on a 16th-note grid,

@@ -1,6 +1,6 @@
 """One reveal.js slide deck per chapter, from the notebooks that the book build executed.
 
-    python scripts/build_slides.py [--out _build/slides] [--build _build] [notebooks/NN_name.ipynb ...]
+    python -m scripts.build_slides [--out _build/slides] [--build _build] [notebooks/NN_name.ipynb ...]
 
 Serves every chapter (0-11); ``make slides`` runs it after ``make book``. With no notebooks named,
 every ``notebooks/NN_*.ipynb`` gets a deck, so a new chapter gets one for free.
@@ -42,12 +42,9 @@ from typing import Callable
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import student_notebooks  # noqa: E402  (scripts/student_notebooks.py: which cells are solutions and stubs)
+from scripts import ROOT, book_extension, student_notebooks   # student_notebooks: which cells are solutions
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import offline  # noqa: E402  (book/_ext/offline.py: the npm download helper and the MathJax bundle)
+offline = book_extension("offline")     # book/_ext/offline.py: the npm download helper and the MathJax bundle
 
 SHORT_CODE = 6       # a code cell of at most this many lines shows its source
 SHORT_TEXT = 8       # a text output of at most this many lines stays
@@ -357,7 +354,7 @@ def executed_notebook(src: Path, build: Path, timeout: int = 900):
 
 def _warn_if_stale(build: Path) -> None:
     try:
-        import package_cache                               # book/_ext/package_cache.py
+        package_cache = book_extension("package_cache")    # book/_ext/package_cache.py
 
         stamp = build / package_cache.STAMP
         if stamp.exists() and stamp.read_text() != package_cache.package_fingerprint():

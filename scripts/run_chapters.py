@@ -1,6 +1,6 @@
 """Run the chapters as a student's fresh Colab runtime would, and record how long each took.
 
-    python scripts/run_chapters.py --profile gpu --out runs/chapters-gpu [--only 07 11] [--shared]
+    python -m scripts.run_chapters --profile gpu --out runs/chapters-gpu [--only 07 11] [--shared]
 
 Each chapter executes in a new kernel, in order, with the profile forced (``MUSICTX_PROFILE``) and,
 by default, an empty leaderboard and cache of its own: what a fresh runtime has, so a chapter that
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts import ROOT
 
 
 def run_chapter(path: Path, out_dir: Path, env: dict, timeout: int) -> dict:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{row['chapter']:28s} {row['seconds']:8.1f} s  " + ("ok" if row["ok"] else f"FAILED: {row['error']}"),
               flush=True)
-    record = {**provenance(pick_device()), "command": " ".join(["python scripts/run_chapters.py", *sys.argv[1:]]),
+    record = {**provenance(pick_device()), "command": " ".join(["python -m scripts.run_chapters", *sys.argv[1:]]),
               "profile": args.profile, "fresh_runtime_per_chapter": not args.shared,
               "cuda": torch.version.cuda, "chapters": rows}
     (args.out / "chapters.json").write_text(json.dumps(record, indent=1) + "\n")

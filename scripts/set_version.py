@@ -1,6 +1,6 @@
 """Set the release that the package and every chapter's Colab install cell name, in one step.
 
-    python scripts/set_version.py 0.2.0
+    python -m scripts.set_version 0.2.0
 
 The version lives in ``musictx_lite/version.py`` (``__version__``; pyproject.toml reads it). The
 install cells pin the git tag ``v<version>`` of the repository in ``_config.yml``; this script rewrites
@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts import ROOT
 INIT = ROOT / "musictx_lite" / "version.py"
 PIN = re.compile(r'("musictx-lite @ git\+\S+?@)v[^"]+(")')
 PINS = re.compile(r'(pins = "https://raw\.githubusercontent\.com/\S+?/)v[^"/]+(")')   # colab-constraints.txt

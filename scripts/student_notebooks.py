@@ -1,6 +1,6 @@
 """Generate the student notebooks from the chapters: never edit them by hand.
 
-    python scripts/student_notebooks.py [--out notebooks/students] [--check] [--links]
+    python -m scripts.student_notebooks [--out notebooks/students] [--check] [--links]
 
 A student notebook is its chapter with the reference solutions taken out: every code cell that calls
 ``exercise_<chapter>_<n>(...)`` is removed, every output is cleared, and the "Your solution here."
@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts import ROOT
 SOLUTION = re.compile(r"\bexercise_\d+_\d+\(")
 NOTE = ("> **Student version.** This notebook is generated from the book's chapter by "
         "`scripts/student_notebooks.py`, without the reference solutions of the exercises. Write yours in "
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         target.write_text(text)
         print(f"wrote {target}")
     if stale:
-        print("error: stale student notebooks (run python scripts/student_notebooks.py): "
+        print("error: stale student notebooks (run python -m scripts.student_notebooks): "
               + ", ".join(str(p) for p in stale), file=sys.stderr)
         return 1
     return 0

@@ -132,7 +132,7 @@ def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_he
         names = [n for n, impl in impls.items() if chapter is None or impl.chapter <= chapter]
     rows = []
     for L in lengths:
-        cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, block_size=L)
+        cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, context=L)
         for name in names:
             if name not in impls:
                 raise ValueError(f"unknown implementation {name!r}; choose from {list(impls)}")
@@ -230,8 +230,8 @@ def bench_sampling(names: list[str], n_tokens: int = 1024, context: int | None =
     rows = []
     for name in names:
         torch.manual_seed(0)
-        model = build_model(name, p.model_config(name, block_size=context or n_tokens + 1)).to(device).eval()
-        row = {"model": name, "tokens": n_tokens, "context": model.cfg.block_size,
+        model = build_model(name, p.model_config(name, context=context or n_tokens + 1)).to(device).eval()
+        row = {"model": name, "tokens": n_tokens, "context": model.cfg.context,
                "cacheable": bool(getattr(model, "cacheable", False))}
         for cached in modes:
             if cached and not row["cacheable"]:

@@ -93,7 +93,7 @@ def train_peak_mib(name: str, cfg: ModelConfig, length: int, device: torch.devic
     """Peak memory, MiB, of one training step (forward and backward, batch 1) of model ``name`` with
     ``cfg`` at a context of ``length`` tokens, random weights and tokens."""
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "block_size": length})).to(device).train()
+    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "context": length})).to(device).train()
     x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, length + 1)))  # (1, L + 1)
 
     def step() -> None:
@@ -219,7 +219,7 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
     on all ``t`` tokens). Random weights, a context of ``max(lengths)``; best of ``repeats``."""
     T = max(lengths)
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "block_size": T})).to(device)
+    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "context": T})).to(device)
     x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, T)))           # (1, T)
     sync = torch.cuda.synchronize if model_device(model).type == "cuda" else (lambda: None)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from ..checkpoint import upgrade_config
 from ..io.data import Splits, atomic_write
 from ..models.registry import MODELS
 from ..models.tasks import evaluate_nll
@@ -54,7 +55,18 @@ def _check(name: str) -> None:
 def record(name: str) -> dict:
     """The record of pretrained model ``name``: how it was trained, and its NLL (see the module docstring)."""
     _check(name)
-    return json.loads((HERE / f"{name}.json").read_text())
+    return _upgraded(json.loads((HERE / f"{name}.json").read_text()))
+
+
+def _upgraded(rec: dict) -> dict:
+    """A record with today's names for its model configuration (and its change's settings, in a variant)."""
+    rec = dict(rec)
+    for key in ("model_config", "change"):
+        if key in rec:
+            rec[key] = upgrade_config(rec[key])
+    if "records" in rec:
+        rec["records"] = {name: _upgraded(r) for name, r in rec["records"].items()}
+    return rec
 
 
 # The recipe's variants trained at the full budget and not shipped (validation chose the shipped models):
@@ -65,7 +77,7 @@ TRIED = ("context-512", "width-192")
 
 def tried() -> dict[str, dict]:
     """Every variant of ``TRIED``, by name: its ``about``, ``change`` and ``records``."""
-    return {v: json.loads((HERE / f"{v}.json").read_text()) for v in TRIED}
+    return {v: _upgraded(json.loads((HERE / f"{v}.json").read_text())) for v in TRIED}
 
 
 def pretrained(name: str = "relative", device: torch.device | str | None = None) -> nn.Module:

@@ -81,7 +81,7 @@ SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder")
 PROFILES = {
     "smoke": Profile(
         "smoke",
-        model=dict(n_embd=32, n_layers=1, n_heads=2, block_size=128, dropout=0.0),
+        model=dict(n_embd=32, n_layers=1, n_heads=2, context=128, dropout=0.0),
         train=TrainConfig(batch_size=8, max_steps=20, lr=3e-3, warmup_steps=4, eval_every=10,
                           ckpt_every=10, eval_pieces=8),
         sample_steps=16,
@@ -91,7 +91,7 @@ PROFILES = {
     ),
     "cpu": Profile(
         "cpu",
-        model=dict(n_embd=192, n_layers=1, n_heads=4, block_size=128, dropout=0.0),
+        model=dict(n_embd=192, n_layers=1, n_heads=4, context=128, dropout=0.0),
         train=TrainConfig(batch_size=32, max_steps=500, lr=4e-3, warmup_steps=50, eval_every=125,
                           ckpt_every=125),
         notes="2 CPU cores: each chapter trains in at most 3 minutes",
@@ -112,7 +112,7 @@ PROFILES = {
     ),
     "gpu": Profile(
         "gpu",
-        model=dict(n_embd=512, n_layers=2, n_heads=8, block_size=256, dropout=0.2),
+        model=dict(n_embd=512, n_layers=2, n_heads=8, context=256, dropout=0.2),
         train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
                           ckpt_every=500),
         notes="Colab: on a T4, at most about 4 minutes per model (estimated: python -m musictx_lite budget)",
@@ -144,7 +144,7 @@ PROFILES = {
 #   512 tokens, which sees the bars that repeat 4 to 8 bars back, scored no better (``ABLATION``);
 #   at the full budget neither 512 tokens nor a width of 192 (dropout 0.15) beat it (``hub.TRIED``);
 # - bf16 autocast on CPUs that have it (1.6x faster here), AMP on CUDA.
-RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, block_size=256, dropout=0.1,
+RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1,
               batch_size=16, max_steps=12000, lr=3e-3, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1,
               eval_every=500, ckpt_every=250, transpose=True, keep_best=True, patience=6, cpu_bf16=True)
 # the LSTMs of a fair comparison: two layers of 256 units (chapter 1's were one layer)
@@ -188,7 +188,7 @@ def train_flops(name: str, profile: Profile | str) -> float:
         model = build_model(name, mcfg)
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     weights += sum(p.numel() for n, p in model.named_parameters() if "lstm" in n)
-    T = getattr(model, "context", None) or mcfg.block_size
+    T = getattr(model, "context", None) or mcfg.context
     attn_layers = sum(isinstance(m, (MultiHeadAttention, LSTMAttention)) or
                       (isinstance(m, Head) and not isinstance(model, LSTMAttention)) for m in model.modules())
     tokens = tcfg.batch_size * T * tcfg.max_steps

@@ -135,7 +135,7 @@ def format_paper_table(shipped: list[dict], live: list[dict] = (), recomputed: b
 ABLATION_BUDGET = dict(max_steps=1500, warmup_steps=100, eval_every=250, ckpt_every=250, patience=None)
 ABLATION = {"recipe": {},
             "no transposition": dict(transpose=False),
-            "context 512": dict(block_size=512, batch_size=8)}     # twice the context, the same tokens per step
+            "context 512": dict(context=512, batch_size=8)}     # twice the context, the same tokens per step
 # another ingredient is one line more, e.g. "no dropout, no weight decay": dict(dropout=0.0, weight_decay=0.0)
 
 

@@ -136,8 +136,8 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     torch.manual_seed(cfg.seed)
     if cfg.transpose and task is not NEXT_TOKEN:
         raise ValueError("transpose=True augments next-token crops only; this model's task is another")
-    batches = (task.sampler(data.train, model.cfg.block_size, cfg.seed, transpose=True) if cfg.transpose
-               else task.sampler(data.train, model.cfg.block_size, cfg.seed))
+    batches = (task.sampler(data.train, model.cfg.context, cfg.seed, transpose=True) if cfg.transpose
+               else task.sampler(data.train, model.cfg.context, cfg.seed))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},

@@ -65,7 +65,7 @@ def load_chorales(path: str | os.PathLike = EMBEDDED) -> Splits:
     """The embedded music21 chorales with their fixed split (see scripts/build_chorales.py)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"chorale file {path} is missing; rebuild it with scripts/build_chorales.py")
+        raise FileNotFoundError(f"chorale file {path} is missing; rebuild it with python -m scripts.build_chorales")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in ("names", "split", "offsets", "pitches", "onsets")}

@@ -4,7 +4,7 @@ Notebooks: every chapter that shows chorales, prompts or generated music (from
 notebooks/00_music_as_tokens.ipynb on).
 
 A grid (steps, 4), S A T B, MIDI numbers on a 16th-note grid, -1 rest (see
-``music.py``), becomes a score in 4/4 on two staves: soprano and alto on a treble
+``midi.py``), becomes a score in 4/4 on two staves: soprano and alto on a treble
 staff (stems up, down), tenor and bass on a bass staff (stems up, down). music21
 builds the score and writes MusicXML; verovio engraves it as SVG. The key
 signature and the spelling of black keys (F# or Gb) are guessed from the notes:

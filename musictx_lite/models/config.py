@@ -14,14 +14,14 @@ class ModelConfig:
     """Sizes of a model. RNNs read ``n_embd`` as the hidden size and ignore ``n_heads``."""
 
     vocab_size: int = VOCAB_SIZE
-    block_size: int = 128       # training crop length; a transformer's context
+    context: int = 128       # the most tokens a transformer sees at once; the length of training crops
     n_layers: int = 1
     n_heads: int = 4
     n_embd: int = 192
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        for k in ("vocab_size", "block_size", "n_layers", "n_heads", "n_embd"):
+        for k in ("vocab_size", "context", "n_layers", "n_heads", "n_embd"):
             if not isinstance(getattr(self, k), int) or getattr(self, k) < 1:
                 raise ValueError(f"{k} must be a positive integer, got {getattr(self, k)!r}")
         if self.n_embd % self.n_heads:

@@ -37,7 +37,7 @@ class Decoder(nn.Module):
                  positions: Callable[[ModelConfig], nn.Module] | None = None,
                  block: Callable[..., nn.Module] | None = Block, final_norm: bool = True):
         super().__init__()
-        self.cfg, self.context = cfg, cfg.block_size
+        self.cfg, self.context = cfg, cfg.context
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.positions = positions(cfg) if positions is not None else None
         self.drop = nn.Dropout(cfg.dropout)

@@ -15,7 +15,7 @@ u = Re(F_hidden(x)), and mix the sequence causally:
 
 - ``CausalFourierMatrix``: y = tril(M)[:T, :T] u, with a learned (L, L)
   matrix M started from the real part of the DFT matrix; it knows absolute
-  positions, costs O(L^2) and stops at L = ``block_size`` tokens.
+  positions, costs O(L^2) and stops at L = ``context`` tokens.
 - ``CausalLongConv``: y_c = h_c * u_c, a causal convolution per channel with a
   learned kernel h (C, L), computed through the FFT in O(L log L) as in the
   long-convolution models (S4, Hyena); it knows relative offsets only.
@@ -80,7 +80,7 @@ class FourierMixer(nn.Module):
 
 
 class CausalFourierMatrix(nn.Module):
-    """y = tril(M)[:T, :T] Re(F_hidden(x)): a learned causal (L, L) mixing matrix, L = ``block_size``.
+    """y = tril(M)[:T, :T] Re(F_hidden(x)): a learned causal (L, L) mixing matrix, L = ``context``.
 
     M starts as Re(DFT_L) / sqrt(L C), FNet's sequence transform scaled so that an
     output has about unit size. Row t mixes positions 0..t only. O(L^2) time and
@@ -89,7 +89,7 @@ class CausalFourierMatrix(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.L = cfg.block_size
+        self.L = cfg.context
         self.M = nn.Parameter(dft_real(self.L) / math.sqrt(self.L * cfg.n_embd))   # (L, L)
 
     def new_cache(self) -> FourierCache:
@@ -102,7 +102,7 @@ class CausalFourierMatrix(nn.Module):
         else:
             if T > self.L:
                 raise ValueError(f"CausalFourierMatrix has a ({self.L}, {self.L}) mixing matrix: it mixes at "
-                                 f"most block_size = {self.L} tokens, got {T}")
+                                 f"most context = {self.L} tokens, got {T}")
             u = hidden_fourier(x)                                      # (B, T, C)
             y = self.M[:T, :T].tril().to(u.dtype) @ u                  # (T, T) @ (B, T, C) -> (B, T, C)
             if cache is not None:
@@ -115,7 +115,7 @@ class CausalFourierMatrix(nn.Module):
         t = u.shape[1] - 1
         if t >= self.L:
             raise ValueError(f"CausalFourierMatrix has a ({self.L}, {self.L}) mixing matrix: position {t} "
-                             f"is past block_size = {self.L}")
+                             f"is past context = {self.L}")
         cache.u = u
         return torch.einsum("s,bsc->bc", self.M[t, : t + 1].to(u.dtype), u)[:, None]   # (B, 1, C)
 
@@ -160,7 +160,7 @@ class CausalLongConv(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        C, L = cfg.n_embd, cfg.block_size
+        C, L = cfg.n_embd, cfg.context
         k = torch.arange(L, dtype=torch.float)                         # lags 0..L-1
         tau = torch.logspace(0, math.log10(L), C)                      # (C,): decay lengths 1..L
         h = torch.randn(C, L) * torch.exp(-k / tau[:, None])           # (C, L)

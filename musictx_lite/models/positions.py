@@ -19,11 +19,11 @@ from ..io.tokens import encode
 
 
 class LearnedPositions(nn.Module):
-    """x + P[:T], with P a learned (block_size, C) table: one vector per position."""
+    """x + P[:T], with P a learned (context, C) table: one vector per position."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.table = nn.Embedding(cfg.block_size, cfg.n_embd)          # P: (block_size, C)
+        self.table = nn.Embedding(cfg.context, cfg.n_embd)          # P: (context, C)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x (B, T, C): the embeddings of the tokens at positions start .. start + T - 1."""
@@ -53,7 +53,7 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, cfg: ModelConfig, base: float = 10000.0):
         super().__init__()
         self.C, self.base = cfg.n_embd, base
-        self.register_buffer("table", sinusoids(cfg.block_size, cfg.n_embd, base), persistent=False)
+        self.register_buffer("table", sinusoids(cfg.context, cfg.n_embd, base), persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x (B, T, C): the embeddings of the tokens at positions start .. start + T - 1."""

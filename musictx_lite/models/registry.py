@@ -100,7 +100,7 @@ MODELS: dict[str, Spec] = {
                        paper="absolute positions"),
     "shaw": Spec(lambda cfg: Decoder(cfg, lambda c: ShawAttention(c, k=SHAW_K)), 7, "decoder",
                  # every distance its own vectors: (L, L, hs) tensors for a^K, a^V, their gradients, copies
-                 timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.block_size - 1),
+                 timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.context - 1),
                                              lambda L, cfg: 6 * L * L * (cfg.n_embd // cfg.n_heads) * 4)}),
     "relative": Spec(lambda cfg: Decoder(cfg, relative_global), 8, "decoder", paper="relative attention",   # ch. 7-8
                      timed={"skew": Timed(lambda cfg: BiasedAttention(cfg, RelativeGlobal(cfg), fast=False))}),

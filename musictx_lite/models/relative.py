@@ -97,7 +97,7 @@ def relative_logits_skew(q: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
 class RelativeGlobal(nn.Module):
     """The Music Transformer's relative term, a ``score_bias`` for ``BiasedAttention``: S^rel / sqrt(d).
 
-    One learned E^r (L, hs) per head, for the distances -(L-1)..0, L = block_size.
+    One learned E^r (L, hs) per head, for the distances -(L-1)..0, L = context.
     Past L tokens the farthest vector repeats (Shaw's clipping at k = L - 1), so
     the model runs on any length. ``use_skew=False`` computes the same with the
     direct gather, in O(L^2 d) memory.
@@ -106,7 +106,7 @@ class RelativeGlobal(nn.Module):
     def __init__(self, cfg: ModelConfig, use_skew: bool = True):
         super().__init__()
         hs = cfg.n_embd // cfg.n_heads
-        self.E = nn.Parameter(torch.randn(cfg.n_heads, cfg.block_size, hs) / math.sqrt(hs))   # (nh, L, hs)
+        self.E = nn.Parameter(torch.randn(cfg.n_heads, cfg.context, hs) / math.sqrt(hs))   # (nh, L, hs)
         self.use_skew = use_skew
 
     def table(self, T: int) -> torch.Tensor:

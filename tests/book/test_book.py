@@ -43,7 +43,7 @@ def test_first_code_cell_installs_from_the_configured_repository(path):
     cfg = config()["repository"]
     first = "".join(code_cells(path)[0]["source"])
     assert f'"musictx-lite @ git+{cfg["url"]}@v{musictx_lite.__version__}"' in first, \
-        f"{path.name}: the install cell must pin v{musictx_lite.__version__} (python scripts/set_version.py)"
+        f"{path.name}: the install cell must pin v{musictx_lite.__version__} (python -m scripts.set_version)"
     assert 'if "google.colab" in sys.modules:' in first and "mtx.setup()" in first
     assert "else:" in first and "Not on Colab" in first, "outside Colab the cell says what it does"
     assert "torch" not in first.split("import musictx_lite")[0].replace("torch and numpy", "")

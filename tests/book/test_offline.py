@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from scripts import book_extension
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import offline  # noqa: E402  (book/_ext/offline.py)
+offline = book_extension("offline")     # book/_ext/offline.py, as the book build imports it
 
 CHAPTER = "notebooks/00_music_as_tokens"
 PAGES = ["book/intro", CHAPTER]

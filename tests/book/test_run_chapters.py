@@ -28,12 +28,13 @@ def test_each_chapter_runs_in_a_fresh_runtime_and_is_timed(tmp_path):
     notebook(books / "01_second.ipynb", probe)
     notebook(books / "02_broken.ipynb", "x = 1", "raise ValueError('the budget is too small')")
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_chapters.py"), "--profile", "smoke",
-                          "--out", str(out), "--notebooks", str(books)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-m", "scripts.run_chapters", "--profile", "smoke",
+                          "--out", str(out), "--notebooks", str(books)],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 1, run.stderr                       # one chapter failed
     rec = json.loads((out / "chapters.json").read_text())
     assert rec["profile"] == "smoke" and rec["fresh_runtime_per_chapter"] is True
-    assert rec["command"].startswith("python scripts/run_chapters.py --profile smoke")
+    assert rec["command"].startswith("python -m scripts.run_chapters --profile smoke")
     assert {"commit", "device", "torch", "python", "date"} <= set(rec)
     rows = {r["chapter"]: r for r in rec["chapters"]}
     assert rows["00_first"]["ok"] and rows["01_second"]["ok"] and rows["00_first"]["seconds"] > 0
@@ -43,12 +44,12 @@ def test_each_chapter_runs_in_a_fresh_runtime_and_is_timed(tmp_path):
     assert "FAILED: ValueError: the budget is too small" in run.stdout
 
     # --only picks chapters by number; an unknown one is an error, not an empty run
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_chapters.py"), "--profile", "smoke",
+    run = subprocess.run([sys.executable, "-m", "scripts.run_chapters", "--profile", "smoke",
                           "--out", str(out), "--notebooks", str(books), "--only", "01"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 0 and [r["chapter"] for r in json.loads((out / "chapters.json").read_text())["chapters"]] \
         == ["01_second"]
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_chapters.py"), "--profile", "smoke",
+    run = subprocess.run([sys.executable, "-m", "scripts.run_chapters", "--profile", "smoke",
                           "--out", str(out), "--notebooks", str(books), "--only", "42"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 2 and run.stderr.startswith("error: no chapter matches")

@@ -61,9 +61,9 @@ class Text(html.parser.HTMLParser):
 def deck(small_book, tmp_path_factory):
     html_dir, _ = small_book
     out = tmp_path_factory.mktemp("slides")
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_slides.py"), "--out", str(out),
+    r = subprocess.run([sys.executable, "-m", "scripts.build_slides", "--out", str(out),
                         "--build", str(html_dir.parent), str(ROOT / f"{CHAPTER}.ipynb")],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "from executed copy" in r.stdout, r.stdout + r.stderr      # reused the book's outputs
     index = (out / "index.html").read_text()

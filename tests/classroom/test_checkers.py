@@ -1,8 +1,6 @@
 """The self-checks for the exercises (musictx_lite/classroom/checkers.py and each chapter's exercises module): every reference solution passes,
 and planted wrong answers fail with a line that names the problem, never with an exception."""
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,9 +17,8 @@ from musictx_lite.models.fnet import causal_fft_conv
 from musictx_lite.models.positions import LearnedPositions, sinusoids
 from musictx_lite.models.relative import skew
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE  # noqa: E402
-from virtual_device import VirtualDevice  # noqa: E402
+from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 # the exercises whose text asks for a function or a module
 WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.2", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
@@ -366,7 +363,7 @@ def test_an_answer_of_the_wrong_kind_is_a_fail_line(capsys):
 
 def test_the_students_random_state_and_instance_are_left_alone(capsys):
     norm = ch5.RMSNorm(24)                                                  # instance: C read from gamma
-    pos = ch6.VoicePositions(ModelConfig(n_embd=8, n_heads=1, block_size=32))
+    pos = ch6.VoicePositions(ModelConfig(n_embd=8, n_heads=1, context=32))
     before = [p.detach().clone() for p in (*norm.parameters(), *pos.parameters())]
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -380,7 +377,7 @@ def test_the_students_random_state_and_instance_are_left_alone(capsys):
 def test_instances_are_checked_on_their_device(capsys):
     """On a (pretend) accelerator: a checker that fed CPU tensors to the module would fail here."""
     torch.manual_seed(0)
-    model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32))
+    model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=32))
     with VirtualDevice(VIRTUAL_DEVICE):
         for key, obj in (("1.1", ch1.AdditiveAttention(16)), ("3.1", ch3.PeekHead(16, 16)),
                          ("5.1", ch5.RMSNorm(16)), ("6.3", ch6.VoicePositions(ModelConfig(n_embd=16)))):
@@ -416,7 +413,7 @@ class GQAPerGroup(nn.Module):
 def test_a_right_answer_in_another_layout_or_mode_passes(capsys):
     assert run(capsys, "4.2", GQAPerGroup)[0]
     torch.manual_seed(0)
-    model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32, dropout=0.3))
+    model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=32, dropout=0.3))
     assert run(capsys, "10.3", ch10.cached_logits, model.train())[0]       # as left by train(): dropout on
     assert model.training, "the checker gives the model back in the mode it found it"
 

@@ -23,12 +23,12 @@ def test_exercise_10_2_smallest_fft_length():
 @pytest.mark.parametrize("name", ["fnet-matrix", "fnet-conv"])
 def test_exercise_10_3_cache_equals_full_call(chorales, name):
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=64))
+    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=64))
     out = exercise_10_3(model, chorales.valid[0], n_tokens=40, prefill=3)
     assert out["gap"] < 1e-3 and out["cached_s"] > 0
 
 
 def test_cached_logits_fail_for_the_naive_fnet(chorales):
-    model = build_model("fnet", ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=32))
+    model = build_model("fnet", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=32))
     with pytest.raises(ValueError, match="cannot generate token by token"):
         cached_logits(model, [1, 5, 6, 7])

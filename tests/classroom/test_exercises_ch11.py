@@ -7,7 +7,7 @@ from musictx_lite.classroom.exercises import exercise_11_1, exercise_11_2, exerc
 from musictx_lite.io.stats import STATS
 from musictx_lite.classroom.exercises.ch11 import out_of_range_mass, fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
 
-TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=32)
+TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=32)
 
 
 def test_piece_nlls_add_up_to_evaluate_nll(chorales):

@@ -8,8 +8,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import student_notebooks as sn  # noqa: E402
+from scripts import student_notebooks as sn
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -39,7 +38,7 @@ def test_book_links_the_student_version_in_colab(path):
     slug = repo["url"].split("github.com/")[1]
     url = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/notebooks/students/{path.name}"
     md = "\n".join(c.source for c in cells(path) if c.cell_type == "markdown")
-    assert f"]({url})" in md, f"{path.name}: run python scripts/student_notebooks.py --links"
+    assert f"]({url})" in md, f"{path.name}: run python -m scripts.student_notebooks --links"
     assert sn.colab_prefix() + path.name == url
 
 
@@ -52,8 +51,8 @@ def test_links_follow_the_configured_branch(tmp_path, monkeypatch):
 
 def test_committed_student_notebooks_are_the_generated_ones():
     """Edited by hand, or a chapter changed without regenerating: fail with the command to run."""
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "student_notebooks.py"), "--check"],
-                         capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "scripts.student_notebooks", "--check"],
+                         capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in (ROOT / "notebooks" / "students").glob("*.ipynb")) == [p.name for p in CHAPTERS]
 

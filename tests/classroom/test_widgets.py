@@ -4,7 +4,6 @@ import base64
 import re
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,16 +16,15 @@ from musictx_lite.models.attention import attention_weights
 from musictx_lite.classroom.plots import token_time
 from musictx_lite.models.relative import relative_logits_direct, skew
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
-from virtual_device import VirtualDevice  # noqa: E402
+from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def tiny(name: str = "transformer", **kw):
     torch.manual_seed(0)
-    cfg = dict(n_embd=16, n_heads=2, n_layers=2, block_size=64, **kw)
+    cfg = dict(n_embd=16, n_heads=2, n_layers=2, context=64, **kw)
     return mtx.build_model(name, mtx.ModelConfig(**cfg)).eval()
 
 

@@ -420,7 +420,7 @@ def test_budget_estimates_every_model_from_its_flops(capsys):
         assert 0 < float(row[-1]) < 10                       # the profile's claim: minutes per model on a T4
     # a transformer step: 6 FLOPs per weight per token dominate (weights: 12 C^2 per block + the read-out)
     cfg, t = P.model_config("transformer"), P.train_config("transformer")
-    C, L, T = cfg.n_embd, cfg.n_layers, cfg.block_size
+    C, L, T = cfg.n_embd, cfg.n_layers, cfg.context
     weights = L * 12 * C * C + C * cfg.vocab_size
     expect = t.batch_size * T * t.max_steps * (6 * weights + 12 * L * T * C)
     assert train_flops("transformer", P) == pytest.approx(expect, rel=1e-9)

@@ -14,7 +14,7 @@ from musictx_lite.experiments.profiles import PROFILES, Profile
 from musictx_lite.models.tasks import NEXT_TOKEN
 from musictx_lite.experiments.training import TrainConfig
 
-TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32)
+TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=32)
 
 
 def test_every_registered_model_is_compared_or_left_out_for_a_reason():
@@ -42,7 +42,7 @@ def test_one_budget_for_every_model(profile):
         assert all(getattr(m if hasattr(m, k) else t, k) == v for k, v in over.items())
     for name, (m, _) in budgets.items():
         ref = budgets["relative"][0]
-        assert (m.n_embd, m.n_heads, m.block_size, m.dropout) == (ref.n_embd, ref.n_heads, ref.block_size,
+        assert (m.n_embd, m.n_heads, m.context, m.dropout) == (ref.n_embd, ref.n_heads, ref.context,
                                                                     ref.dropout)
         assert m.n_layers == (1 if name in C.one_layer() else ref.n_layers)
     m, t = budgets["relative"]

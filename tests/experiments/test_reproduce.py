@@ -147,7 +147,7 @@ def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeyp
     assert ck["no dropout, no weight decay"]["model_config"]["dropout"] == 0.0
     assert ck["no dropout, no weight decay"]["train_config"]["weight_decay"] == 0.0
     assert ck["recipe"]["model_config"]["dropout"] == 0.1
-    assert ck["context 512"]["model_config"]["block_size"] == 512 == 2 * ck["recipe"]["model_config"]["block_size"]
+    assert ck["context 512"]["model_config"]["context"] == 512 == 2 * ck["recipe"]["model_config"]["context"]
     assert 2 * ck["context 512"]["train_config"]["batch_size"] == ck["recipe"]["train_config"]["batch_size"]
     table = format_ablation(rows).splitlines()
     assert table[1].split()[0] == "recipe" and len(table) == 1 + len(ABLATION)

@@ -73,7 +73,7 @@ def test_prompt_longer_than_context():
 @pytest.mark.parametrize("name", ["learned-positions", "sinusoidal", "shaw", "relative", "rope", "alibi", "local"])
 def test_models_of_chapters_6_to_9_continue_any_prompt_that_fits(name, chorales):
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, block_size=32)).eval()
+    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, context=32)).eval()
     for steps in (0, 1, 3, 7):                    # 7 steps = 29 tokens: the window slides after 3 more
         prompt = prompt_from(chorales.valid[0], steps)
         out = generate(model, prompt, n_steps=4, seed=0)

@@ -10,7 +10,7 @@ from musictx_lite.io.tokens import BOS, PAD, VOCAB_SIZE
 from musictx_lite.models.tasks import Crops
 from musictx_lite.experiments.training import lr_at
 
-SMALL = ModelConfig(n_embd=24, n_heads=2, block_size=32)
+SMALL = ModelConfig(n_embd=24, n_heads=2, context=32)
 
 
 def cfg(**kw):
@@ -45,7 +45,7 @@ class Bigram(nn.Module):
 
     def __init__(self, context=None):
         super().__init__()
-        self.cfg = ModelConfig(block_size=16)
+        self.cfg = ModelConfig(context=16)
         self.table = nn.Embedding(VOCAB_SIZE, VOCAB_SIZE)
         self.context = context
 
@@ -144,10 +144,10 @@ def test_prefix_nll_equals_full_nll_for_causal_models_only(chorales):
     torch.manual_seed(0)
     pieces = [chorales.valid[0]]
     for name in ("lstm", "attention"):
-        m = build_model(name, ModelConfig(n_embd=16, n_heads=2, block_size=64))
+        m = build_model(name, ModelConfig(n_embd=16, n_heads=2, context=64))
         full = evaluate_nll(m, [type(pieces[0])("x", pieces[0].pitches[:8])])
         assert evaluate_prefix_nll(m, pieces, max_tokens=32) == pytest.approx(full, rel=1e-5)
-    leaky = build_model("attention-unmasked", ModelConfig(n_embd=16, n_heads=2, block_size=64))
+    leaky = build_model("attention-unmasked", ModelConfig(n_embd=16, n_heads=2, context=64))
     short = [type(pieces[0])("x", pieces[0].pitches[:8])]
     assert abs(evaluate_prefix_nll(leaky, pieces, max_tokens=32) - evaluate_nll(leaky, short)) > 1e-3
 

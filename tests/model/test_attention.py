@@ -13,7 +13,7 @@ from musictx_lite.models.decoder import Decoder
 from musictx_lite.models.fill import VoiceFill, evaluate_fill_nll, hide
 from musictx_lite.io.tokens import MASK, PAD
 
-CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=16)
+CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=16)
 
 
 def test_attention_matches_the_formula_and_weights_sum_to_one():

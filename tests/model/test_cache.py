@@ -16,7 +16,7 @@ from musictx_lite.models.local import LocalAttention
 from musictx_lite.experiments.sample import window_start
 from musictx_lite.models.tasks import NEXT_TOKEN
 
-CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
+CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=32)
 NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)
 
 
@@ -47,7 +47,7 @@ def test_cached_logits_equal_re_encoding_at_every_step(name):
 
 def test_local_cache_keeps_two_blocks_and_matches_across_block_edges():
     torch.manual_seed(0)
-    cfg = ModelConfig(n_embd=32, n_heads=4, n_layers=3, block_size=64)
+    cfg = ModelConfig(n_embd=32, n_heads=4, n_layers=3, context=64)
     model = with_cache(Decoder(cfg, lambda c: LocalAttention(c, N=4))).eval()
     for n in (1, 3, 4, 9, 50):
         _, _, cached, plain = traces(model, prompt_of(n), n_steps=30)

@@ -10,22 +10,19 @@ would. These tests check the mechanism itself: that it catches a CPU tensor,
 and that a kernel started as nbval starts one really runs on it.
 """
 import os
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # virtual_device.py
 from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
-from virtual_device import DeviceMismatch, VirtualDevice  # noqa: E402
+from virtual_device import DeviceMismatch, VirtualDevice  # tests/virtual_device.py
 
 def test_virtual_device_catches_cpu_tensors_fed_to_a_model():
     from musictx_lite import ModelConfig, build_model
 
     with VirtualDevice(DEVICE):
         torch.manual_seed(0)
-        m = build_model("transformer", ModelConfig(n_embd=16, n_heads=2, block_size=16)).to(DEVICE)
+        m = build_model("transformer", ModelConfig(n_embd=16, n_heads=2, context=16)).to(DEVICE)
         x = torch.randint(5, 50, (1, 8))
         with pytest.raises(DeviceMismatch, match="expected all tensors"):
             m(x)
@@ -33,7 +30,7 @@ def test_virtual_device_catches_cpu_tensors_fed_to_a_model():
         assert y.device.type == DEVICE
         value = y.cpu()                                              # the values are real
     torch.manual_seed(0)
-    ref = build_model("transformer", ModelConfig(n_embd=16, n_heads=2, block_size=16))
+    ref = build_model("transformer", ModelConfig(n_embd=16, n_heads=2, context=16))
     torch.testing.assert_close(value, ref(x))
 
 

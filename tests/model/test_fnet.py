@@ -13,7 +13,7 @@ from musictx_lite.models.fnet import (CausalFourierMatrix, CausalLongConv, Fouri
                                causal_conv_direct,
                                causal_fft_conv, dft_real, hidden_fourier)
 
-CFG = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=24)
+CFG = ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=24)
 FIXES = [CausalFourierMatrix, CausalLongConv]
 
 
@@ -117,11 +117,11 @@ def test_the_matrix_starts_from_the_dft_and_refuses_long_inputs():
     torch.testing.assert_close(m.M * math.sqrt(24 * 16), dft_real(24))
     assert dft_real(4).round().tolist() == [[1, 1, 1, 1], [1, 0, -1, 0], [1, -1, 1, -1], [1, 0, -1, 0]]
     m(torch.randn(1, 24, 16))                                          # L tokens: fine
-    with pytest.raises(ValueError, match="at most block_size = 24 tokens, got 25"):
+    with pytest.raises(ValueError, match="at most context = 24 tokens, got 25"):
         m(torch.randn(1, 25, 16))
     cache = m.new_cache()
     m(torch.randn(1, 24, 16), cache=cache)
-    with pytest.raises(ValueError, match="past block_size"):
+    with pytest.raises(ValueError, match="past context"):
         m(torch.randn(1, 1, 16), cache=cache)
 
 
@@ -200,7 +200,7 @@ def test_fnet_models_have_no_positions_part_and_their_mixers():
 @pytest.mark.parametrize("name", ["fnet", "fnet-matrix", "fnet-conv"])
 def test_every_fnet_model_trains(chorales, name):
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(n_embd=32, n_heads=2, n_layers=2, block_size=32))
+    model = build_model(name, ModelConfig(n_embd=32, n_heads=2, n_layers=2, context=32))
     h = train(model, chorales, TrainConfig(batch_size=8, max_steps=30, lr=6e-3, warmup_steps=3, eval_every=30,
                                            ckpt_every=30, eval_pieces=4), progress=False)
     assert np.mean(h.train_loss[-5:]) < np.mean(h.train_loss[:5]) - 0.3

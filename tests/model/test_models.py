@@ -11,7 +11,7 @@ from musictx_lite.io.tokens import VOCAB_SIZE
 @pytest.mark.parametrize("kw, match", [
     (dict(n_embd=30, n_heads=4), "not divisible by n_heads"),
     (dict(n_layers=0), "positive integer"),
-    (dict(block_size=-8), "positive integer"),
+    (dict(context=-8), "positive integer"),
     (dict(dropout=1.0), "dropout"),
 ])
 def test_invalid_configs_raise(kw, match):

@@ -29,7 +29,7 @@ def test_lag_similarity_peaks_at_the_period():
 def test_position_nll_matches_a_direct_computation():
     data = load_data()
     torch.manual_seed(0)
-    model = build_model("sinusoidal", ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=16)).eval()
+    model = build_model("sinusoidal", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16)).eval()
     curve = position_nll(model, data.valid[:2], 32, max_windows=1)
     s = torch.as_tensor(encode(data.valid[0].pitches))[:33]
     with torch.no_grad():
@@ -41,7 +41,7 @@ def test_position_nll_matches_a_direct_computation():
 
 def test_exercise_6_1_sinusoids_shift_exactly_learned_do_not():
     torch.manual_seed(0)
-    model = build_model("learned-positions", ModelConfig(n_embd=16, n_heads=2, block_size=64))
+    model = build_model("learned-positions", ModelConfig(n_embd=16, n_heads=2, context=64))
     res = exercise_6_1(model)
     assert max(res["sinusoidal"]) < 1e-3 and min(res["learned"]) > 0.1
 
@@ -59,6 +59,6 @@ def test_exercises_8():
     out = exercise_8_2()
     assert out[2048] == (2048 ** 2 * 64 * 4, 2048 * 64 * 4)
     torch.manual_seed(0)
-    model = build_model("relative", ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=16))
+    model = build_model("relative", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16))
     inside, past = exercise_8_3(model, load_data())
     assert 0 < inside < 10 and 0 < past < 10

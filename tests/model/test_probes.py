@@ -15,7 +15,7 @@ from musictx_lite.experiments.profiles import PROFILES, SIZES, Profile
 from musictx_lite.models.tasks import NEXT_TOKEN
 from musictx_lite.experiments.training import TrainConfig
 
-CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
+CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=32)
 NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)
 LEAKS = {"attention-unmasked", "fnet"}          # chapter 3's deliberate leak, and FNet's (chapter 10)
 ROUNDING = {"fnet-conv"}     # causal up to float rounding: an FFT convolution's future terms cancel to ~1e-9
@@ -117,7 +117,7 @@ def test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(name):
     P = PROFILES["gpu"]
     torch.manual_seed(0)
     model = build_model(name, P.model_config(name))
-    batches = model.task.sampler(_pieces(), model.cfg.block_size, seed=0)
+    batches = model.task.sampler(_pieces(), model.cfg.context, seed=0)
     x, y = batches.batch(2)
     from musictx_lite.models.tasks import token_nll
 

@@ -75,7 +75,7 @@ def test_the_comparison_trains_it_at_the_common_budget(toy):
 def test_the_benchmark_times_its_mixer(toy):
     impls = bench.implementations()
     assert list(impls)[-1] == IMPL and impls[IMPL].chapter == 12
-    cfg = ModelConfig(n_embd=32, n_heads=4, block_size=64)
+    cfg = ModelConfig(n_embd=32, n_heads=4, context=64)
     assert bench.estimated_bytes(IMPL, 64, cfg) == 3 * 64 * 32 * 4
     (row,) = bench.bench_attention(lengths=(64,), n_embd=32, repeats=1, names=[IMPL])
     assert row["impl"] == IMPL and row["fits"] and row["ms"] > 0

@@ -29,7 +29,7 @@ def test_sinusoids_match_the_formula_and_shift_by_a_rotation():
 
 
 def test_sinusoidal_positions_run_past_the_trained_length():
-    pos = SinusoidalPositions(ModelConfig(n_embd=8, block_size=16))
+    pos = SinusoidalPositions(ModelConfig(n_embd=8, context=16))
     x = torch.zeros(1, 40, 8)
     torch.testing.assert_close(pos(x)[0], sinusoids(40, 8))
 
@@ -65,7 +65,7 @@ def test_above_the_diagonal_the_skew_holds_the_next_query():
 
 def test_relative_models_are_causal_and_the_test_catches_a_missing_mask():
     torch.manual_seed(0)
-    cfg = ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=24)
+    cfg = ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=24)
     for name in ("relative", "alibi", "rope"):
         model = build_model(name, cfg)
         assert is_causal(model), name
@@ -110,7 +110,7 @@ def test_skew_local_toy_follows_the_five_steps():
 
 def test_local_attention_memory_is_linear_in_T():
     """The scores of one forward are (B, nh, T/N, N, 2N): 2N per query, whatever T."""
-    cfg = ModelConfig(n_embd=8, n_heads=2, block_size=4096)
+    cfg = ModelConfig(n_embd=8, n_heads=2, context=4096)
     mix = LocalAttention(cfg, N=16)
     for T in (64, 1024):
         y = mix(torch.randn(1, T, 8))
@@ -120,7 +120,7 @@ def test_local_attention_memory_is_linear_in_T():
 def _shaw_as_music_transformer(k: int, T: int):
     """A Shaw layer without a^V and the MT layer holding the same vectors for distances -k..0."""
     torch.manual_seed(0)
-    cfg = ModelConfig(n_embd=8, n_heads=2, block_size=k + 1)
+    cfg = ModelConfig(n_embd=8, n_heads=2, context=k + 1)
     shaw = ShawAttention(cfg, k=k)
     with torch.no_grad():
         shaw.a_v.weight.zero_()
@@ -140,7 +140,7 @@ def test_shaw_without_av_is_the_music_transformer_term_with_clipping(k, T):
 
 def test_shaw_with_k_zero_sees_no_order():
     torch.manual_seed(0)
-    cfg = ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=16)
+    cfg = ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16)
     model = build_model("shaw", cfg)
     for block in model.blocks:
         block.mixer = ShawAttention(cfg, k=0)
@@ -184,21 +184,21 @@ def test_alibi_bias_is_the_slope_times_the_distance():
 @pytest.mark.parametrize("name", RELATIVE + ["sinusoidal"])
 def test_relative_models_run_on_contexts_longer_than_training(name):
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=16)).eval()
+    model = build_model(name, ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16)).eval()
     x = torch.randint(5, 50, (1, 40))
     assert model(x).shape == (1, 40, 54)
     torch.testing.assert_close(model(x[:, :10]), model(x)[:, :10], atol=1e-5, rtol=1e-5)   # causal: prefix fixed
 
 
 def test_learned_positions_stop_at_their_table():
-    model = build_model("learned-positions", ModelConfig(n_embd=16, n_heads=2, n_layers=1, block_size=16))
+    model = build_model("learned-positions", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16))
     with pytest.raises(ValueError, match="learned positions stop at 16"):
         model(torch.randint(5, 50, (1, 17)))
 
 
 def test_relative_global_direct_and_skew_models_agree():
     torch.manual_seed(0)
-    cfg = ModelConfig(n_embd=16, n_heads=2, block_size=12)
+    cfg = ModelConfig(n_embd=16, n_heads=2, context=12)
     fast = BiasedAttention(cfg, RelativeGlobal(cfg))
     slow = BiasedAttention(cfg, RelativeGlobal(cfg, use_skew=False), fast=False)
     slow.load_state_dict(fast.state_dict())
@@ -211,7 +211,7 @@ def test_bench_hands_the_same_relative_term_to_sdpa():
     from musictx_lite.experiments.bench import implementations
 
     torch.manual_seed(0)
-    cfg = ModelConfig(n_embd=32, n_heads=4, block_size=16)
+    cfg = ModelConfig(n_embd=32, n_heads=4, context=16)
     impls = implementations()
     skewed, sdpa = impls["skew"].build(cfg), impls["SDPA + relative bias"].build(cfg)
     sdpa.load_state_dict(skewed.state_dict())

@@ -8,7 +8,7 @@ from musictx_lite.experiments.profiles import PROFILES
 from musictx_lite.models.tasks import Crops
 from musictx_lite.models.voices import VoiceEmbedding, voice_of
 
-CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, block_size=32)
+CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=32)
 
 
 def test_voice_of_each_position():

@@ -234,7 +234,7 @@ def check_10_3(cached_logits: Callable, model: nn.Module | None = None) -> str:
     """
     if model is None:
         torch.manual_seed(0)
-        model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, block_size=32))
+        model = build_model("fnet-conv", ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=32))
     if not getattr(model, "cacheable", False):
         raise grading.Fail(f"{type(model).__name__} cannot run with caches: pass a Decoder whose mixers keep a cache "
                     f"(fnet-conv, fnet-matrix or an attention model)")

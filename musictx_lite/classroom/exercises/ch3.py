@@ -161,7 +161,7 @@ def check_3_1(head, C: int | None = None) -> str:
         if (w.sum(-1) - 1).abs().max() > 1e-5:
             raise grading.Fail("rows of the weights do not sum to 1")
         checked += "; weights zero beyond t + 1, positive at t + 1, rows sum to 1"
-    cfg = ModelConfig(n_embd=C, n_heads=1, n_layers=1, block_size=32)
+    cfg = ModelConfig(n_embd=C, n_heads=1, n_layers=1, context=32)
     model = Decoder(cfg, lambda c: m, LearnedPositions, block=None, final_norm=False).to(dev)
     past, _ = grading.call("chapter 3's model with your head", future_effect, model)
     if past <= 1e-5:

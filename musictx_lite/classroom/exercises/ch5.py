@@ -54,8 +54,8 @@ def exercise_5_1(C: int = 64, seed: int = 0) -> RMSNorm:
 def exercise_5_2(n_layers: int = 12, data: Splits | None = None, C: int = 64, seed: int = 0) -> dict[str, list[float]]:
     """Gradient norm of each block's parameters at initialisation, pre-LN against post-LN."""
     data = data or load_data()
-    cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, block_size=64)
-    x, y = Crops(data.train, cfg.block_size, seed).batch(16)              # (B, T) each
+    cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=n_layers, context=64)
+    x, y = Crops(data.train, cfg.context, seed).batch(16)              # (B, T) each
     out = {}
     for name, pre_ln in (("pre-LN", True), ("post-LN", False)):
         torch.manual_seed(seed)

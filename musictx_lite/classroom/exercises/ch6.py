@@ -79,7 +79,7 @@ class VoicePositions(nn.Module):
 
 def exercise_6_3(C: int = 64, L: int = 128, seed: int = 0) -> dict[str, bool]:
     """A voice embedding: 4 C parameters instead of L C; with one block, shuffles within a voice are invisible."""
-    cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=1, block_size=L)
+    cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=1, context=L)
     torch.manual_seed(seed)
     model = Decoder(cfg, heads, VoicePositions).eval()
     print(f"voice embedding: {4 * C:,} parameters; learned positions: {L * C:,}")
@@ -141,11 +141,11 @@ def check_6_2(table: Callable, L: int = 128, C: int = 64) -> str:
 
 
 @grading.checker
-def check_6_3(positions, n_embd: int | None = None, block_size: int = 32) -> str:
+def check_6_3(positions, n_embd: int | None = None, context: int = 32) -> str:
     """Exercise 6.3: a voice embedding, x + V[(t - 1) mod 4], one of four learned vectors per position.
 
     ``positions``: your nn.Module class, built here as ``positions(cfg)`` with
-    ``cfg = ModelConfig(n_embd=16, block_size=32)`` like ``positions.LearnedPositions``, or an
+    ``cfg = ModelConfig(n_embd=16, context=32)`` like ``positions.LearnedPositions``, or an
     instance (checked on its device, its parameters restored afterwards). ``forward(x)`` maps the
     token embeddings (B, T, C) to (B, T, C).
 
@@ -154,13 +154,13 @@ def check_6_3(positions, n_embd: int | None = None, block_size: int = 32) -> str
     shorter input (T = 7) gets the same first vectors. Returns True or False.
     """
     C = n_embd or (grading.width(positions, 16) if isinstance(positions, nn.Module) else 16)
-    cfg = ModelConfig(n_embd=C, n_heads=1, block_size=block_size)
-    m = grading.instance(positions, (cfg,), f"(ModelConfig(n_embd={C}, block_size={block_size}))")
+    cfg = ModelConfig(n_embd=C, n_heads=1, context=context)
+    m = grading.instance(positions, (cfg,), f"(ModelConfig(n_embd={C}, context={context}))")
     if n_params(m) != 4 * C:
-        extra = " (one per position: that is learned positions)" if n_params(m) == block_size * C else ""
+        extra = " (one per position: that is learned positions)" if n_params(m) == context * C else ""
         raise grading.Fail(f"your module has {n_params(m):,} parameters{extra}; four learned vectors of C = {C} "
                     f"cost {4 * C}")
-    dev, g, L = model_device(m), torch.Generator().manual_seed(0), block_size
+    dev, g, L = model_device(m), torch.Generator().manual_seed(0), context
     added = lambda x: grading.tensor("the output", grading.call("your module", m, x.to(dev))).double() - x.double()
     with grading.randomised(m, seed=1), evaluating(m), torch.no_grad():
         x, x2 = torch.randn(2, L, C, generator=g), torch.randn(2, L, C, generator=g)

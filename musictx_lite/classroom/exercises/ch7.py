@@ -41,7 +41,7 @@ def exercise_7_1(L: int = 2048, k: int = 16, d_model: int = 512,
 def exercise_7_2(T: int = 12, shift: int = 5, seed: int = 0) -> tuple[float, float]:
     """RoPE scores do not change when every position moves by ``shift``; learned positions do."""
     torch.manual_seed(seed)
-    cfg = ModelConfig(n_embd=16, n_heads=2, block_size=T + shift)
+    cfg = ModelConfig(n_embd=16, n_heads=2, context=T + shift)
     rot = Rotary(cfg)
     q, k = torch.randn(1, 1, T, 8), torch.randn(1, 1, T, 8)       # (B, nh, T, hs)
     pad = torch.zeros(1, 1, shift, 8)

@@ -66,7 +66,7 @@ def exercise_9_2(T: int = 24, N: int = 4, n_max: int = 4) -> dict:
         R = reach(T, N, n)
         far[n] = int((torch.arange(T) - R.float().argmax(1)).max())   # farthest look-back
         torch.manual_seed(0)
-        cfg = ModelConfig(n_embd=8, n_heads=2, block_size=T)
+        cfg = ModelConfig(n_embd=8, n_heads=2, context=T)
         stack = nn.Sequential(*[LocalAttention(cfg, N=N) for _ in range(n)])
         G = gradient_dependency(stack, T=T)
         assert torch.equal(G > 0, R), n

@@ -1,0 +1,29 @@
+"""The repository's tools, one module each, run from the repository root as ``python -m scripts.NAME``:
+
+- ``build_chorales``: rebuild the chorales embedded in the package from music21;
+- ``student_notebooks``: the chapters without their solutions, for students;
+- ``build_slides``: a reveal.js deck per chapter from the executed notebooks;
+- ``run_chapters``: every chapter in a fresh runtime of a profile, timed, with its provenance;
+- ``set_version``: the package's version, in every place that names it.
+
+``setup-env`` (bash) makes the virtual environment. The book's Sphinx extensions live in
+``book/_ext``, where the book build loads them; ``book_extension`` loads one the same way.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def book_extension(name: str) -> ModuleType:
+    """The Sphinx extension ``book/_ext/<name>.py``, imported under the name the book build gives it."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "book" / "_ext" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
