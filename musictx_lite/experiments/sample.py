@@ -7,7 +7,8 @@ Re-encoding runs the model over the whole window for every new token. With a
 cache the model sees the prompt once and then one token per step: a decoder
 keeps each layer's keys and values (``DecoderCache``), an LSTM its state. Both
 give the same logits, to float precision; the cache is used wherever the model
-has one (``model.cacheable``).
+has one (``model.cacheable``): every model that ``build_model`` makes, or that
+``models.cache.with_cache`` extended, whose mixers are causal.
 """
 from __future__ import annotations
 

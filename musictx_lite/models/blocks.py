@@ -1,15 +1,18 @@
 """Transformer blocks: feed-forward, residual connections, LayerNorm over the features,
-and the pre-LN and post-LN arrangements. ``decoder.py`` stacks them.
+and the pre-LN and post-LN arrangements; ``block_decoder`` stacks them in chapter 3's ``Decoder``.
 
 Notebook: notebooks/05_blocks.ipynb
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import torch.nn as nn
 
 from .attention import MultiHeadAttention
 from .config import ModelConfig
+from .decoder import Decoder
 
 
 class LayerNorm(nn.Module):
@@ -63,3 +66,12 @@ class Block(nn.Module):
             x = self.ln1(x + self.mixer(x))
             x = self.ln2(x + self.ff(x))
         return x
+
+
+def block_decoder(cfg: ModelConfig, mixer: Callable[[ModelConfig], nn.Module],
+                  positions: Callable[[ModelConfig], nn.Module] | None = None, pre_ln: bool = True) -> Decoder:
+    """The decoder of chapter 5 on: every mixer in a ``Block``; pre-LN ends in a final LayerNorm (post-LN
+    already ends in one)."""
+    if pre_ln:
+        return Decoder(cfg, mixer, positions, block=Block, final_norm=nn.LayerNorm)
+    return Decoder(cfg, mixer, positions, block=lambda c, m: Block(c, m, pre_ln=False))

@@ -125,6 +125,8 @@ class MultiHeadAttentionWithCache(AttentionWithCache):
 
 class BiasedAttentionWithCache(AttentionWithCache):
     def attend_last(self, q, k, v):
+        if not hasattr(self.score_bias, "last"):                        # a bias with no extension of its own
+            return super().attend_last(q, k, v)
         bias = self.score_bias.last(q, k.shape[-2])                     # (B or 1, nh, 1, Tk)
         return attention_fast(q, k, v, bias=bias)
 

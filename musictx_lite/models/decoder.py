@@ -10,8 +10,9 @@ chapters:
   token embeddings (learned positions, chapter 3/6);
 - ``mixer``: how tokens see each other, built once per layer from the config
   (causal multi-head attention now; relative, local and Fourier mixers later);
-- ``block``: what wraps each mixer (``Block``: residuals, LayerNorm and a
-  feed-forward, chapter 5), or None for a bare mixer (chapters 3 and 4).
+- ``block``: what wraps each mixer (chapter 5's ``Block``: residuals, LayerNorm
+  and a feed-forward), or None for a bare mixer (chapters 3 and 4); with blocks
+  comes a ``final_norm`` after the last one (``blocks.block_decoder`` builds both).
 
 The read-out is called ``readout``, so that it is never mistaken for an attention ``Head``.
 Sampling with a cache (chapter 11) is an extension, in ``cache.py``.
@@ -23,19 +24,19 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from .blocks import Block
 from .config import ModelConfig
 from .tasks import NEXT_TOKEN
 
 
 class Decoder(nn.Module):
-    """Token embedding (+ positions) -> n_layers x block(mixer) -> final LayerNorm -> read-out."""
+    """Token embedding (+ positions) -> n_layers mixers, each in a block if given -> read-out."""
 
     task = NEXT_TOKEN
 
     def __init__(self, cfg: ModelConfig, mixer: Callable[[ModelConfig], nn.Module],
                  positions: Callable[[ModelConfig], nn.Module] | None = None,
-                 block: Callable[..., nn.Module] | None = Block, final_norm: bool = True):
+                 block: Callable[..., nn.Module] | None = None,
+                 final_norm: Callable[[int], nn.Module] | None = None):
         super().__init__()
         self.cfg, self.context = cfg, cfg.context
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
@@ -43,7 +44,7 @@ class Decoder(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList([block(cfg, mixer(cfg)) if block is not None else mixer(cfg)
                                      for _ in range(cfg.n_layers)])
-        self.ln_f = nn.LayerNorm(cfg.n_embd) if final_norm else nn.Identity()
+        self.ln_f = final_norm(cfg.n_embd) if final_norm is not None else nn.Identity()
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:

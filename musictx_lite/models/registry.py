@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from .attention import CausalHead, Head, MultiHeadAttention, MultiHeadLoop
-from .blocks import Block
+from .blocks import block_decoder
 from .cache import with_cache
 from ..checkpoint import read_checkpoint
 from .config import ModelConfig
@@ -47,10 +47,6 @@ def heads(cfg: ModelConfig) -> nn.Module:
 def relative_global(cfg: ModelConfig) -> nn.Module:
     """The Music Transformer's relative global attention, computed with the skew (chapters 7-8)."""
     return BiasedAttention(cfg, RelativeGlobal(cfg))
-
-
-def post_ln(cfg: ModelConfig, mixer: nn.Module) -> Block:
-    return Block(cfg, mixer, pre_ln=False)
 
 
 SHAW_K = 16       # Shaw's clipping distance: 16 tokens = 4 steps of four voices (chapter 7)
@@ -83,43 +79,42 @@ MODELS: dict[str, Spec] = {
     "lstm-attention": Spec(LSTMAttention, 1, "lstm"),
     "fill": Spec(VoiceFill, 2, "fill", left_out="fills in a hidden voice, another task (chapter 2)"),
     # chapter 3: one bare attention layer; without the mask it leaks (positions let it find the answer)
-    "attention": Spec(lambda cfg: Decoder(cfg, one_head(), block=None, final_norm=False), 3, "one-head"),
-    "attention-positions": Spec(lambda cfg: Decoder(cfg, one_head(), LearnedPositions, block=None,
-                                                    final_norm=False), 3, "one-head"),
-    "attention-unmasked": Spec(lambda cfg: Decoder(cfg, one_head(causal=False), LearnedPositions, block=None,
-                                                   final_norm=False), 3, "one-head",
+    "attention": Spec(lambda cfg: Decoder(cfg, one_head()), 3, "one-head"),
+    "attention-positions": Spec(lambda cfg: Decoder(cfg, one_head(), LearnedPositions), 3, "one-head"),
+    "attention-unmasked": Spec(lambda cfg: Decoder(cfg, one_head(causal=False), LearnedPositions), 3, "one-head",
                                left_out="sees the future (chapter 3)"),
-    "multi-head": Spec(lambda cfg: Decoder(cfg, heads, block=None, final_norm=False), 4, "multi-head",
+    "multi-head": Spec(lambda cfg: Decoder(cfg, heads), 4, "multi-head",
                        timed={"per-head loop": Timed(MultiHeadLoop),
                               "batched": Timed(lambda cfg: MultiHeadAttention(cfg, fast=False)),
                               "SDPA": Timed(lambda cfg: MultiHeadAttention(cfg, fast=True))}),
-    "transformer": Spec(lambda cfg: Decoder(cfg, heads), 5, "transformer"),              # pre-LN, no positions
-    "transformer-post-ln": Spec(lambda cfg: Decoder(cfg, heads, block=post_ln, final_norm=False), 5, "transformer"),
-    "learned-positions": Spec(lambda cfg: Decoder(cfg, heads, LearnedPositions), 6, "decoder"),
-    "sinusoidal": Spec(lambda cfg: Decoder(cfg, heads, SinusoidalPositions), 6, "decoder",
+    "transformer": Spec(lambda cfg: block_decoder(cfg, heads), 5, "transformer"),              # pre-LN, no positions
+    "transformer-post-ln": Spec(lambda cfg: block_decoder(cfg, heads, pre_ln=False), 5, "transformer"),
+    "learned-positions": Spec(lambda cfg: block_decoder(cfg, heads, LearnedPositions), 6, "decoder"),
+    "sinusoidal": Spec(lambda cfg: block_decoder(cfg, heads, SinusoidalPositions), 6, "decoder",
                        paper="absolute positions"),
-    "shaw": Spec(lambda cfg: Decoder(cfg, lambda c: ShawAttention(c, k=SHAW_K)), 7, "decoder",
+    "shaw": Spec(lambda cfg: block_decoder(cfg, lambda c: ShawAttention(c, k=SHAW_K)), 7, "decoder",
                  # every distance its own vectors: (L, L, hs) tensors for a^K, a^V, their gradients, copies
                  timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.context - 1),
                                              lambda L, cfg: 6 * L * L * (cfg.n_embd // cfg.n_heads) * 4)}),
-    "relative": Spec(lambda cfg: Decoder(cfg, relative_global), 8, "decoder", paper="relative attention",   # ch. 7-8
+    "relative": Spec(lambda cfg: block_decoder(cfg, relative_global), 8, "decoder",   # chapters 7-8
+                     paper="relative attention",
                      timed={"skew": Timed(lambda cfg: BiasedAttention(cfg, RelativeGlobal(cfg), fast=False))}),
-    "rope": Spec(lambda cfg: Decoder(cfg, RotaryAttention), 7, "decoder"),
-    "alibi": Spec(lambda cfg: Decoder(cfg, lambda c: BiasedAttention(c, ALiBi(c))), 7, "decoder"),
-    "local": Spec(lambda cfg: Decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)), 9, "decoder",
+    "rope": Spec(lambda cfg: block_decoder(cfg, RotaryAttention), 7, "decoder"),
+    "alibi": Spec(lambda cfg: block_decoder(cfg, lambda c: BiasedAttention(c, ALiBi(c))), 7, "decoder"),
+    "local": Spec(lambda cfg: block_decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)), 9, "decoder",
                   timed={"local skew": Timed(lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),
                                              lambda L, cfg: 8 * cfg.n_heads * L * 3 * LOCAL_BENCH_N * 4)}),
     # chapter 10: no attention and no positions part. FNet's Fourier sublayer leaks (it mixes in the
     # future); the causal matrix knows absolute positions, the causal conv relative offsets
-    "fnet": Spec(lambda cfg: Decoder(cfg, FourierMixer), 10, "decoder", left_out="sees the future (chapter 10)",
+    "fnet": Spec(lambda cfg: block_decoder(cfg, FourierMixer), 10, "decoder", left_out="sees the future (chapter 10)",
                  # complex64 spectra of (L, C) and their gradients
                  timed={"FNet (fft2)": Timed(FourierMixer, lambda L, cfg: 8 * L * cfg.n_embd * 8)}),
-    "fnet-matrix": Spec(lambda cfg: Decoder(cfg, CausalFourierMatrix), 10, "decoder",   # an (L, L) matrix
+    "fnet-matrix": Spec(lambda cfg: block_decoder(cfg, CausalFourierMatrix), 10, "decoder",   # an (L, L) matrix
                         timed={"causal matrix": Timed(CausalFourierMatrix, lambda L, cfg: 4 * L * L * 4)}),
-    "fnet-conv": Spec(lambda cfg: Decoder(cfg, CausalLongConv), 10, "decoder",
+    "fnet-conv": Spec(lambda cfg: block_decoder(cfg, CausalLongConv), 10, "decoder",
                       # complex spectra of length 2L per channel, and their gradients
                       timed={"causal FFT conv": Timed(CausalLongConv, lambda L, cfg: 8 * 2 * L * cfg.n_embd * 8)}),
-    "relative-voice": Spec(lambda cfg: Decoder(cfg, relative_global, VoiceEmbedding), 11, "decoder",
+    "relative-voice": Spec(lambda cfg: block_decoder(cfg, relative_global, VoiceEmbedding), 11, "decoder",
                            paper="+ voice embedding"),
 }
 

@@ -27,15 +27,6 @@ CONCEPTS = {
     11: [r"key/value", r"KVCache", r"remember\(", r"with_cache", r"VoiceEmbedding"],
 }
 
-# Declared exceptions, each with its reason: (chapter, displayed name, concept word) -> why it may show.
-ALLOWED = {
-    (3, "Decoder", r"\bBlock\b"): "chapter 3 introduces the decoder's three slots, block included; its prose "
-                                  "says blocks are chapter 5's subject and this chapter runs with block=None",
-    (3, "Decoder", r"LayerNorm"): "the final norm's slot, switched off in chapter 3 (final_norm=False), "
-                                  "which its prose says",
-}
-
-
 def chapter(path: Path) -> int:
     return int(path.name[:2])
 
@@ -76,7 +67,7 @@ def test_no_displayed_source_mentions_a_later_chapter(path):
         for block in re.split(r"\n(?=class |def |@)", text):              # each top-level class or function
             name = (names(block) or ["?"])[0]
             for c, word in later:
-                if re.search(word, block) and (ch, name, word) not in ALLOWED:
+                if re.search(word, block):
                     line = next(ln for ln in block.splitlines() if re.search(word, ln))
                     found.append(f"{cell}: {name} mentions chapter {c}'s {word!r}: {line.strip()}")
     assert found == []

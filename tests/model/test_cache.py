@@ -11,7 +11,7 @@ import torch
 from musictx_lite import MODELS, ModelConfig, build_model, generate
 from musictx_lite.models.attention import attention_fast
 from musictx_lite.models.cache import with_cache
-from musictx_lite.models.decoder import Decoder
+from musictx_lite.models.blocks import block_decoder
 from musictx_lite.models.local import LocalAttention
 from musictx_lite.experiments.sample import window_start
 from musictx_lite.models.tasks import NEXT_TOKEN
@@ -48,7 +48,7 @@ def test_cached_logits_equal_re_encoding_at_every_step(name):
 def test_local_cache_keeps_two_blocks_and_matches_across_block_edges():
     torch.manual_seed(0)
     cfg = ModelConfig(n_embd=32, n_heads=4, n_layers=3, context=64)
-    model = with_cache(Decoder(cfg, lambda c: LocalAttention(c, N=4))).eval()
+    model = with_cache(block_decoder(cfg, lambda c: LocalAttention(c, N=4))).eval()
     for n in (1, 3, 4, 9, 50):
         _, _, cached, plain = traces(model, prompt_of(n), n_steps=30)
         torch.testing.assert_close(cached, plain, atol=2e-5, rtol=1e-5)
@@ -87,3 +87,21 @@ def test_a_slow_cache_would_be_caught():
         m.attend_last = lambda q, k, v, m=m: attention_fast(m.rotary(q), m.rotary(k), v)   # no offset
     _, _, cached, plain = traces(model, prompt_of(5), n_steps=4)
     assert (cached - plain).abs().max() > 1e-3
+
+
+def test_a_mixer_without_an_extension_of_its_own_still_caches_right():
+    """A score bias that models/cache.py does not know falls back to attending with padded queries."""
+    import torch.nn as nn
+
+    from musictx_lite.models.relative import BiasedAttention
+
+    class Shift(nn.Module):                                       # a bias computed from the queries
+        def forward(self, q):
+            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], q.shape[-2])   # (B, nh, T, T)
+
+    torch.manual_seed(0)
+    model = with_cache(block_decoder(CFG, lambda c: BiasedAttention(c, Shift()))).eval()
+    assert model.cacheable and not hasattr(model.blocks[0].mixer.score_bias, "last")
+    for n in (1, 6):
+        _, _, cached, plain = traces(model, prompt_of(n), n_steps=12)
+        torch.testing.assert_close(cached, plain, atol=2e-5, rtol=1e-5)

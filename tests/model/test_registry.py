@@ -19,7 +19,7 @@ from musictx_lite.experiments import bench
 from musictx_lite.experiments import compare as C
 from musictx_lite.__main__ import build_parser
 from musictx_lite.models.config import ModelConfig
-from musictx_lite.models.decoder import Decoder
+from musictx_lite.models.blocks import block_decoder
 from musictx_lite.models import MODELS, Spec, Timed
 from musictx_lite.experiments.profiles import PROFILES
 
@@ -54,7 +54,7 @@ class PastMean(nn.Module):
 
 @pytest.fixture
 def toy(monkeypatch):
-    monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: Decoder(cfg, PastMean), 12, "decoder",
+    monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: block_decoder(cfg, PastMean), 12, "decoder",
                                            timed={IMPL: Timed(PastMean, lambda L, cfg: 3 * L * cfg.n_embd * 4)}))
     return NAME
 
@@ -108,7 +108,7 @@ def test_a_leaky_model_fails_the_probes(monkeypatch):
         def forward(self, x, cache=None):
             return self.proj(x.mean(1, keepdim=True).expand_as(x))  # every token sees the whole sequence
 
-    monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: Decoder(cfg, FutureMean), 12, "decoder"))
+    monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: block_decoder(cfg, FutureMean), 12, "decoder"))
     with pytest.raises(AssertionError):
         test_probes.test_perturbation_probe_on_every_next_token_model(NAME)
     with pytest.raises(AssertionError):

@@ -57,8 +57,7 @@ def exercise_3_1(data: Splits | None = None, profile: str | None = None, steps: 
     tcfg = P.train_config("attention-positions", max_steps=steps, eval_every=steps, seed=seed,
                           warmup_steps=base.warmup_steps * steps // base.max_steps)
     torch.manual_seed(seed)
-    peek = Decoder(cfg, lambda c: PeekHead(c.n_embd, c.n_embd), LearnedPositions,
-                   block=None, final_norm=False)
+    peek = Decoder(cfg, lambda c: PeekHead(c.n_embd, c.n_embd), LearnedPositions)
     torch.manual_seed(seed)
     masked = build_model("attention-positions", cfg)
     past, future = future_effect(peek)
@@ -162,7 +161,7 @@ def check_3_1(head, C: int | None = None) -> str:
             raise grading.Fail("rows of the weights do not sum to 1")
         checked += "; weights zero beyond t + 1, positive at t + 1, rows sum to 1"
     cfg = ModelConfig(n_embd=C, n_heads=1, n_layers=1, context=32)
-    model = Decoder(cfg, lambda c: m, LearnedPositions, block=None, final_norm=False).to(dev)
+    model = Decoder(cfg, lambda c: m, LearnedPositions).to(dev)
     past, _ = grading.call("chapter 3's model with your head", future_effect, model)
     if past <= 1e-5:
         raise grading.Fail(f"the perturbation probe finds the model causal: changing the tokens after t moves the "

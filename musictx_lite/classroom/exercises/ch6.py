@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from ...models.config import ModelConfig
-from ...models.decoder import Decoder
+from ...models.blocks import block_decoder
 from ...models.positions import sinusoids, voice_accuracy
 from ...models.registry import heads, n_params
 from ...device import evaluating, model_device
@@ -81,7 +81,7 @@ def exercise_6_3(C: int = 64, L: int = 128, seed: int = 0) -> dict[str, bool]:
     """A voice embedding: 4 C parameters instead of L C; with one block, shuffles within a voice are invisible."""
     cfg = ModelConfig(n_embd=C, n_heads=4, n_layers=1, context=L)
     torch.manual_seed(seed)
-    model = Decoder(cfg, heads, VoicePositions).eval()
+    model = block_decoder(cfg, heads, VoicePositions).eval()
     print(f"voice embedding: {4 * C:,} parameters; learned positions: {L * C:,}")
     idx = torch.randint(5, 50, (1, 21))                                 # BOS slot + 5 steps of 4 voices
     last = idx.shape[1] - 1
