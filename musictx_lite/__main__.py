@@ -108,22 +108,33 @@ def _check_writable(path: str, what: str, directory: bool = False) -> Path:
 
 def cmd_train(a: argparse.Namespace) -> None:
     from . import build_model, get_profile, load_data, train
+    from .experiments import distributed
     from .models.registry import n_params
 
     _check_writable(a.out, "--out", directory=True)
     device = a.device if a.device is not None else _default_device()
-    p = get_profile(a.profile)
-    mcfg = p.model_config(a.model)
-    over = {k: v for k, v in (("max_steps", a.steps), ("seed", a.seed)) if v is not None}
-    tcfg = p.train_config(a.model, **over)
-    data = load_data(a.data)
-    torch.manual_seed(tcfg.seed)
-    model = build_model(a.model, mcfg)
-    print(f"profile {p.name}: {a.model}, {n_params(model):,} parameters, {tcfg.max_steps} steps; data: {data.source}")
-    hist = train(model, data, tcfg, out_dir=a.out, device=device, progress=not a.quiet)
-    print(f"trained {hist.step[-1] if hist.step else 0} steps in {hist.seconds:.0f} s "
-          f"({hist.tokens_per_s:,.0f} tokens/s); checkpoint: {a.out}")
-    print(f"valid NLL: {hist.final_nll:.4f} nats/token")
+    joined = distributed.setup(device)               # under torchrun: join the other ranks
+    try:
+        if joined is not None:
+            device = joined[1]
+        say = print if joined is None or joined[0].main else (lambda *args, **kw: None)   # rank 0 speaks
+        p = get_profile(a.profile)
+        mcfg = p.model_config(a.model)
+        over = {k: v for k, v in (("max_steps", a.steps), ("seed", a.seed), ("batch_size", a.batch_size),
+                                  ("micro_batch", a.micro_batch)) if v is not None}
+        tcfg = p.train_config(a.model, **over)
+        data = load_data(a.data)
+        torch.manual_seed(tcfg.seed)
+        model = build_model(a.model, mcfg)
+        ranks = f"; {joined[0].size} ranks on {device.type}" if joined is not None else ""
+        say(f"profile {p.name}: {a.model}, {n_params(model):,} parameters, {tcfg.max_steps} steps; "
+            f"data: {data.source}{ranks}")
+        hist = train(model, data, tcfg, out_dir=a.out, device=device, progress=not a.quiet)
+        say(f"trained {hist.step[-1] if hist.step else 0} steps in {hist.seconds:.0f} s "
+            f"({hist.tokens_per_s:,.0f} tokens/s); checkpoint: {a.out}")
+        say(f"valid NLL: {hist.final_nll:.4f} nats/token")
+    finally:
+        distributed.teardown()
 
 
 def _midi_prompt(path: str, n_steps: int | None) -> tuple[np.ndarray, str]:
@@ -345,6 +356,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     t.add_argument("--out", required=True, help="run directory: checkpoints go here; an existing one is resumed")
     t.add_argument("--steps", type=positive_int, default=None, help="override the profile's number of training steps")
     t.add_argument("--seed", type=seed_int, default=None, help="random seed (default 0)")
+    t.add_argument("--batch-size", type=positive_int, default=None,
+                   help="override the profile's batch: crops per step, over all ranks under torchrun")
+    t.add_argument("--micro-batch", type=positive_int, default=None,
+                   help="crops per forward pass; the gradients of a rank's batch accumulate over them")
     t.add_argument("--data", default=None, help=data_help)
     t.add_argument("--device", type=device_arg, default=None,
                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")

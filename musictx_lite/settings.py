@@ -12,6 +12,10 @@ test may set one at any time; an empty value counts as unset.
     MUSICTX_PROGRESS     0 turns the training progress bars off (the book build does)
     MUSICTX_LEADERBOARD  where chapters record their models' NLLs (default: under the cache)
     MUSICTX_WIDGETS      live | static: how the widgets draw (default: by where they run)
+
+and the three that ``torchrun`` sets for each process it starts (the appendix on multi-GPU training):
+
+    RANK, LOCAL_RANK, WORLD_SIZE   this process's rank, its rank on its machine, the number of ranks
 """
 from __future__ import annotations
 
@@ -57,3 +61,15 @@ WIDGETS = "MUSICTX_WIDGETS"
 
 def widgets() -> str:
     return (_get(WIDGETS) or "").lower()
+
+
+def distributed() -> tuple[int, int, int] | None:
+    """(rank, local rank, world size) under ``torchrun``; None when WORLD_SIZE is not set."""
+    size = _get("WORLD_SIZE")
+    if size is None:
+        return None
+    try:
+        return int(_get("RANK") or 0), int(_get("LOCAL_RANK") or 0), int(size)
+    except ValueError:
+        raise ValueError(f"RANK, LOCAL_RANK and WORLD_SIZE must be integers, got {_get('RANK')!r}, "
+                         f"{_get('LOCAL_RANK')!r} and {size!r}") from None

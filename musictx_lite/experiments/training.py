@@ -1,6 +1,7 @@
 """One training loop for every chapter: AdamW, warmup + cosine, clipping, periodic
 validation, checkpoints and exact resume; for the paper-level recipe of chapter 11 also
-transposition, early stopping on validation NLL with the best weights kept, and bf16 on CPUs.
+transposition, early stopping on validation NLL with the best weights kept, and bf16 on CPUs;
+gradient accumulation, and several processes under torchrun (``distributed``, the appendix).
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (first used there).
 
@@ -15,11 +16,12 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
 import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
 
 from .. import settings
 from ..checkpoint import CKPT, read_checkpoint
@@ -27,7 +29,7 @@ from ..io.data import Splits, atomic_write
 from ..device import pick_device
 from ..models.tasks import NEXT_TOKEN, token_nll
 from ..io.tokens import PAD
-
+from . import distributed
 
 
 @dataclass
@@ -49,6 +51,7 @@ class TrainConfig:
     keep_best: bool = False            # end with the weights of the best periodic evaluation
     patience: int | None = None        # stop after this many evaluations without a new best (None: never)
     cpu_bf16: bool = False             # bf16 autocast on a CPU that supports it (CUDA always uses AMP)
+    micro_batch: int | None = None     # crops per forward pass, the gradients accumulated (None: a rank's batch)
 
     def __post_init__(self) -> None:
         for k in ("batch_size", "max_steps", "eval_every", "ckpt_every"):
@@ -56,6 +59,8 @@ class TrainConfig:
                 raise ValueError(f"{k} must be a positive integer, got {getattr(self, k)!r}")
         if self.warmup_steps < 0 or (self.eval_pieces is not None and self.eval_pieces < 1):
             raise ValueError("warmup_steps must be >= 0 and eval_pieces None or >= 1")
+        if self.micro_batch is not None and (not isinstance(self.micro_batch, int) or self.micro_batch < 1):
+            raise ValueError(f"micro_batch must be None or a positive integer, got {self.micro_batch!r}")
         if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
             raise ValueError(f"patience must be None or a positive integer, got {self.patience!r}")
         if not (self.lr > 0 and 0 <= self.min_lr_ratio <= 1 and self.weight_decay >= 0 and self.grad_clip > 0):
@@ -126,80 +131,122 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     of its best evaluation (``hist.best_step``), and ``cfg.patience`` stops the run
     after that many evaluations without a new best. ``on_step(step, loss)`` is called after each step.
     ``progress`` shows a bar and prints a line per evaluation; ``progress=False`` trains silently.
+
+    Inside a process group of several ranks (``distributed.setup``, under torchrun) every rank
+    runs this function: each takes its share of the global batch ``cfg.batch_size``, the gradients
+    are averaged (DistributedDataParallel), and rank 0 alone evaluates, logs and checkpoints.
     """
     task = getattr(model, "task", None)
     if task is None:
         raise TypeError(f"{type(model).__name__} names no task: give it a `task` attribute, "
                         f"such as musictx_lite.models.tasks.NEXT_TOKEN")
+    w = distributed.world()
+    # a model from build_model() knows its registry name; any other model is stored by its class
+    meta = {"model_name": getattr(model, "name", ""), "model_class": type(model).__qualname__,
+            "model_config": model.cfg.to_dict(), "train_config": asdict(cfg)}
+    if w.size > 1:                                   # before anything else: a mismatch fails on every rank
+        distributed.agree({**meta, "world": w.size})
+    if cfg.batch_size % w.size:
+        raise ValueError(f"the global batch of {cfg.batch_size} crops does not split over {w.size} ranks; "
+                         f"choose a batch size divisible by {w.size}")
+    per_rank = cfg.batch_size // w.size
+    micro = cfg.micro_batch or per_rank
+    if per_rank % micro:
+        raise ValueError(f"micro_batch {micro} does not divide the {per_rank} crops of each rank's batch")
     device = torch.device(device) if device is not None else pick_device()
     model.to(device).train()
-    torch.manual_seed(cfg.seed)
+    seed = distributed.rank_seed(cfg.seed, w.rank)
+    torch.manual_seed(seed)
     if cfg.transpose and task is not NEXT_TOKEN:
         raise ValueError("transpose=True augments next-token crops only; this model's task is another")
-    batches = (task.sampler(data.train, model.cfg.context, cfg.seed, transpose=True) if cfg.transpose
-               else task.sampler(data.train, model.cfg.context, cfg.seed))
+    batches = (task.sampler(data.train, model.cfg.context, seed, transpose=True) if cfg.transpose
+               else task.sampler(data.train, model.cfg.context, seed))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
     autocast, scaler = _amp(device, cfg.cpu_bf16)
     hist, step, best = History(), 0, None           # best: the weights at hist.best_step (keep_best)
-    # a model from build_model() knows its registry name; any other model is stored by its class
-    meta = {"model_name": getattr(model, "name", ""), "model_class": type(model).__qualname__,
-            "model_config": model.cfg.to_dict(), "train_config": asdict(cfg)}
 
     path = Path(out_dir) / CKPT if out_dir is not None else None
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if w.main:
+            path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             ck = read_checkpoint(path, device)
-            if {k: ck.get(k) for k in meta} != meta:
+            saved = {k: ck.get(k) for k in meta}
+            saved["train_config"] = {**{f.name: f.default for f in fields(TrainConfig)}, **ck["train_config"]}
+            if saved != meta:
                 raise ValueError(f"{path} was written by a different model or config; "
                                  f"use another out_dir or delete it")
+            if ck.get("world", 1) != w.size:
+                raise ValueError(f"{path} was written by {ck.get('world', 1)} process(es); resume it with as many "
+                                 f"(now {w.size})")
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             if scaler is not None and ck.get("scaler"):
                 scaler.load_state_dict(ck["scaler"])
-            torch.set_rng_state(ck["rng"].cpu())                # map_location put them on the device
-            batches.gen.set_state(ck["batch_rng"].cpu())
-            if device.type == "cuda" and ck.get("cuda_rng") is not None:
-                torch.cuda.set_rng_state(ck["cuda_rng"].cpu(), device)   # dropout on the GPU
+            rng_state, batch_rng, cuda_rng = ck["rank_rngs"][w.rank] if w.size > 1 else \
+                (ck["rng"], ck["batch_rng"], ck.get("cuda_rng"))
+            torch.set_rng_state(rng_state.cpu())                # map_location put them on the device
+            batches.gen.set_state(batch_rng.cpu())
+            if device.type == "cuda" and cuda_rng is not None:
+                torch.cuda.set_rng_state(cuda_rng.cpu(), device)   # dropout on the GPU
             hist, step = History(**ck["history"]), ck["step"]
             best = ck.get("best")
+    net = model
+    if w.size > 1:                                   # averages the gradients over the ranks in backward()
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     def rng() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
         return torch.get_rng_state(), batches.gen.get_state(), cuda
 
     def checkpoint(snapshot) -> None:
-        if path is not None:
+        if path is None:
+            return
+        rngs = distributed.gather(snapshot) if w.size > 1 else [snapshot]
+        if w.main:
             _save(path, {**meta, "model": model.state_dict(), "optimizer": opt.state_dict(),
                          "scaler": scaler.state_dict() if scaler else None, "step": step,
                          "history": asdict(hist), "rng": snapshot[0], "batch_rng": snapshot[1],
-                         "cuda_rng": snapshot[2], "best": best})
+                         "cuda_rng": snapshot[2], "best": best, "world": w.size,
+                         "rank_rngs": rngs if w.size > 1 else None})
 
     val = data.valid if cfg.eval_pieces is None else data.valid[: cfg.eval_pieces]
     snapshot = rng()
-    bar = _progress(progress, step, cfg.max_steps)
+    bar = _progress(progress and w.main, step, cfg.max_steps)
     t0 = time.perf_counter() - hist.seconds
     try:
         while step < cfg.max_steps and not hist.stopped_early:
             lr = lr_at(step, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y = (t.to(device) for t in batches.batch(cfg.batch_size))
-            with autocast():
-                loss = token_nll(model, x, y) / (y != PAD).sum()
-            if not torch.isfinite(loss):
+            x, y = (t.to(device) for t in batches.batch(per_rank))   # this rank's crops
+            n_tokens = (y != PAD).sum()                              # ... and the whole batch's targets
+            if w.size > 1:
+                torch.distributed.all_reduce(n_tokens)
+            opt.zero_grad(set_to_none=True)
+            loss = torch.zeros((), device=device)
+            for i in range(0, per_rank, micro):                      # gradients accumulate over micro-batches
+                last = i + micro == per_rank
+                with (net.no_sync() if w.size > 1 and not last else contextlib.nullcontext()), autocast():
+                    # the mean over every target of the global batch: DDP averages over the ranks
+                    part = token_nll(net, x[i:i + micro], y[i:i + micro]) / (n_tokens / w.size)
+                if scaler is not None:
+                    scaler.scale(part).backward()
+                else:
+                    part.backward()
+                loss += part.detach()
+            if w.size > 1:
+                torch.distributed.all_reduce(loss)
+                loss /= w.size
+            if not torch.isfinite(loss):                             # the same verdict on every rank
                 where = f"the last good checkpoint ({path}, step {_ckpt_step(path)}) is kept" if path else \
                     "no checkpoint was written (no out_dir)"
                 raise FloatingPointError(f"loss is {loss.item()} at step {step}; training stopped and {where}")
-            opt.zero_grad(set_to_none=True)
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.unscale_(opt)
-            else:
-                loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if scaler is not None:
                 scaler.step(opt)
@@ -210,10 +257,11 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             hist.step.append(step)
             hist.train_loss.append(loss.item())
             hist.lr.append(lr)
-            hist.tokens += int((y != PAD).sum())
+            hist.tokens += int(n_tokens)
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
                 t_eval = time.perf_counter()
-                hist.valid_nll.append(task.evaluate(model, data.valid if step == cfg.max_steps else val))
+                nll = task.evaluate(model, data.valid if step == cfg.max_steps else val) if w.main else None
+                hist.valid_nll.append(distributed.from_main(nll) if w.size > 1 else nll)
                 t0 += time.perf_counter() - t_eval                     # evaluating is not training time
                 hist.eval_step.append(step)
                 hist.eval_seconds.append(time.perf_counter() - t0)
@@ -224,7 +272,7 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
                 elif cfg.patience is not None and \
                         sum(s > hist.best_step for s in hist.eval_step) >= cfg.patience:
                     hist.stopped_early = True                          # checkpointed below, so a resume stops too
-                if progress:                                           # progress=False: silent
+                if progress and w.main:                                # progress=False: silent
                     bar.write(f"step {step:5d}  train loss {loss.item():.3f}  valid NLL {hist.valid_nll[-1]:.3f}")
             hist.seconds = time.perf_counter() - t0
             snapshot = rng()
@@ -235,8 +283,12 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             if on_step is not None:
                 on_step(step, loss.item())
     except KeyboardInterrupt:
-        checkpoint(snapshot)   # the state after the last complete step
-        bar.write(f"interrupted at step {step}" + (f"; resume from {path}" if path else ""))
+        if w.size > 1:    # the other ranks may be anywhere in the step: no collective now, the last checkpoint stays
+            bar.write(f"interrupted at step {step}" + (f"; resume from {path} (step {_ckpt_step(path)})"
+                                                        if path and w.main else ""))
+        else:
+            checkpoint(snapshot)   # the state after the last complete step
+            bar.write(f"interrupted at step {step}" + (f"; resume from {path}" if path else ""))
         raise
     finally:
         bar.close()
