@@ -125,7 +125,7 @@ class RelativeGlobal(nn.Module):
 
 class Rotary(nn.Module):
     """RoPE (Su et al., 2021), the rotation of ``RotaryAttention``: rotate each pair of features of
-    q_t and k_t by the angle t w_i, so that q_i k_j^T depends on positions through j - i only."""
+    q_t and k_t by the angle t w_c, so that q_i k_j^T depends on positions through j - i only."""
 
     def __init__(self, cfg: ModelConfig, base: float = 10000.0):
         super().__init__()

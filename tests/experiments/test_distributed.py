@@ -151,3 +151,18 @@ def test_torchrun_trains_from_the_command_line(tmp_path):
     assert r.stdout.count("valid NLL:") == 1 and "2 ranks on cpu" in r.stdout    # rank 0 alone speaks
     ck = torch.load(out / "ckpt.pt", weights_only=True)
     assert ck["step"] == 4 and ck["world"] == 2 and ck["train_config"]["batch_size"] == 8
+
+
+def test_the_appendix_table_is_the_measurement_it_names():
+    """book/results/ddp-cpu.md is what scripts/bench_ddp.py wrote from the numbers in ddp-cpu.json."""
+    import json
+
+    rec = json.loads((ROOT / "book" / "results" / "ddp-cpu.json").read_text())
+    md = (ROOT / "book" / "results" / "ddp-cpu.md").read_text()
+    assert rec["command"].startswith("python -m scripts.bench_ddp") and len(rec["commit"]) >= 40
+    assert [(r["processes"], r["threads"]) for r in rec["rows"]] == [(1, 1), (1, 2), (2, 1)]
+    base = rec["rows"][0]["tokens_per_s"]
+    for r in rec["rows"]:
+        assert r["speedup"] == round(r["tokens_per_s"] / base, 2)
+        assert f"| {r['processes']} | {r['threads']} | {r['tokens_per_s']:,} | {r['speedup']:.2f}x |" in md
+    assert rec["commit"] in md and "{include} results/ddp-cpu.md" in (ROOT / "book" / "multi_gpu.md").read_text()
