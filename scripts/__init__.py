@@ -4,7 +4,8 @@
 - ``student_notebooks``: the chapters without their solutions, for students;
 - ``build_slides``: a reveal.js deck per chapter from the executed notebooks;
 - ``run_chapters``: every chapter in a fresh runtime of a profile, timed, with its provenance;
-- ``set_version``: the package's version, in every place that names it.
+- ``set_version``: the package's version, in every place that names it;
+- ``bench_ddp``: training speed on one process against several under torchrun (the appendix).
 
 ``setup-env`` (bash) makes the virtual environment. The book's Sphinx extensions live in
 ``book/_ext``, where the book build loads them; ``book_extension`` loads one the same way.
