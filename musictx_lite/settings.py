@@ -12,6 +12,8 @@ test may set one at any time; an empty value counts as unset.
     MUSICTX_PROGRESS     0 turns the training progress bars off (the book build does)
     MUSICTX_LEADERBOARD  where chapters record their models' NLLs (default: under the cache)
     MUSICTX_WIDGETS      live | static: how the widgets draw (default: by where they run)
+    MUSICTX_RELATIVE     skew | chunked | flex: how relative global attention is computed
+                         (default: chunked on a CPU, skew elsewhere; chapter 8)
 
 and the three that ``torchrun`` sets for each process it starts (the appendix on multi-GPU training):
 
@@ -61,6 +63,10 @@ WIDGETS = "MUSICTX_WIDGETS"
 
 def widgets() -> str:
     return (_get(WIDGETS) or "").lower()
+
+
+def relative() -> str | None:
+    return _get("MUSICTX_RELATIVE")
 
 
 def distributed() -> tuple[int, int, int] | None:

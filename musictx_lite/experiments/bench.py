@@ -13,6 +13,7 @@ so their ratios are measured under the same conditions.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -55,8 +56,35 @@ class SDPARelative(BiasedAttention):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias), None
 
 
+def gwinndr_style(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """Relative global attention written the way public Music Transformer code writes it, the
+    reference the book's implementations are measured against: zero the undefined logits with a
+    float mask, pad, reshape, slice, then add a float causal mask of -inf. (B, nh, L, d) inputs,
+    ``E`` (nh, L, d) for distances -(L-1)..0; every step makes a new (L, L) tensor per head."""
+    L, d = q.shape[-2:]
+    q = q / math.sqrt(d)
+    rel = q @ E.transpose(-2, -1)                                       # (B, nh, L, L)
+    keep = torch.ones(L, L, device=q.device).triu().flip(0)             # 1 where j - i <= 0
+    padded = F.pad(rel * keep, (1, 0))                                  # (B, nh, L, L + 1)
+    s_rel = padded.reshape(*rel.shape[:-2], L + 1, L)[..., 1:, :]       # (B, nh, L, L)
+    future = torch.zeros(L, L, device=q.device).masked_fill(~causal_mask(L, q.device), float("-inf"))
+    scores = q @ k.transpose(-2, -1) + future + s_rel                   # (B, nh, L, L)
+    return F.softmax(scores, dim=-1) @ v
+
+
+class GwinndrStyle(BiasedAttention):
+    """``gwinndr_style`` as a layer, with the parameters of the book's relative attention."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, RelativeGlobal(cfg))
+
+    def attend(self, q, k, v, need_weights):
+        return gwinndr_style(q, k, v, self.score_bias.table(q.shape[-2])), None
+
+
 # the implementations bench keeps for reference, which no model of the book uses: name -> (chapter, Timed)
 REFERENCES = {"nn.MultiheadAttention": (4, Timed(TorchMHA)),
+              "gwinndr-style": (8, Timed(GwinndrStyle)),
               "SDPA + relative bias": (8, Timed(SDPARelative))}
 
 
@@ -64,7 +92,7 @@ REFERENCES = {"nn.MultiheadAttention": (4, Timed(TorchMHA)),
 class Implementation:
     chapter: int                                           # where the book explains it
     build: Callable[[ModelConfig], nn.Module]
-    nbytes: Callable[[int, ModelConfig], int] | None
+    cuda_only: bool = False
 
 
 def implementations() -> dict[str, Implementation]:
@@ -72,16 +100,16 @@ def implementations() -> dict[str, Implementation]:
     and ``REFERENCES``, in the book's order (by chapter; a chapter's models before its references)."""
     found = [(spec.chapter, 0, name, t) for spec in MODELS.values() for name, t in spec.timed.items()]
     found += [(chapter, 1, name, t) for name, (chapter, t) in REFERENCES.items()]
-    return {name: Implementation(chapter, t.build, t.nbytes)
+    return {name: Implementation(chapter, t.build, t.cuda_only)
             for chapter, _, name, t in sorted(found, key=lambda f: f[:2])}
 
 
-def estimated_bytes(name: str, L: int, cfg: ModelConfig) -> int:
-    """What the largest tensors of one forward + backward need, roughly; used to skip what cannot fit.
-    Each implementation states its own (``Timed.nbytes``); by default the (L, L) scores of every head,
-    their weights and both gradients."""
-    nbytes = implementations()[name].nbytes
-    return nbytes(L, cfg) if nbytes is not None else 8 * cfg.n_heads * L * L * 4
+def predicted_bytes(measured: list[tuple[int, float]], L: int) -> float:
+    """Peak memory at length L from the growth measured at two shorter lengths (L1, m1), (L2, m2):
+    m2 (L / L2)^p with p = log(m2 / m1) / log(L2 / L1), at least 1 (the inputs alone grow as L)."""
+    (L1, m1), (L2, m2) = measured[-2:]
+    p = math.log(max(m2, 1.0) / max(m1, 1.0)) / math.log(L2 / L1)
+    return m2 * (L / L2) ** max(p, 1.0)
 
 
 def _peak_cpu_bytes(fn: Callable[[], None]) -> int:
@@ -117,48 +145,68 @@ def peak_bytes(fn: Callable[[], None], device: torch.device | str = "cpu") -> in
     return _peak_cpu_bytes(fn)
 
 
+def _step(build: Callable[[ModelConfig], nn.Module], cfg: ModelConfig, batch: int, device: str):
+    """One forward + backward of a fresh layer on random input, ready to time or measure."""
+    torch.manual_seed(0)
+    module = build(cfg).to(device)
+    x = torch.randn(batch, cfg.context, cfg.n_embd, device=device, requires_grad=True)
+
+    def step() -> None:
+        module(x).sum().backward()
+
+    return step
+
+
 def bench_attention(lengths=(128, 256, 512, 1024, 2048), n_embd: int = 128, n_heads: int = 4, batch: int = 1,
                     repeats: int = 3, device: str = "cpu", names: list[str] | None = None,
                     max_gib: float = 4.0, chapter: int | None = None) -> list[dict]:
     """Forward + backward time (best of ``repeats``) and peak memory per implementation and length.
 
-    ``names`` picks implementations of ``implementations()`` (default: all, or
-    those explained up to ``chapter``).
-    An implementation whose estimated memory exceeds ``max_gib`` at a length is
-    not run there: its row says ``fits: False`` and holds the estimate.
+    ``names`` picks implementations of ``implementations()`` (default: all that run on ``device``,
+    or those explained up to ``chapter``). Before an implementation runs at a length, its peak
+    memory there is predicted from the growth measured at shorter lengths (``predicted_bytes``; two
+    probe runs at L/4 and L/2 when this call has not measured two yet). Where the prediction exceeds
+    ``max_gib`` it does not run: its row says ``fits: False`` and holds the prediction.
     """
     impls = implementations()
+    cuda = torch.device(device).type == "cuda"
     if names is None:
-        names = [n for n, impl in impls.items() if chapter is None or impl.chapter <= chapter]
+        names = [n for n, impl in impls.items()
+                 if (chapter is None or impl.chapter <= chapter) and (cuda or not impl.cuda_only)]
+    for name in names:
+        if name not in impls:
+            raise ValueError(f"unknown implementation {name!r}; choose from {list(impls)}")
+        if impls[name].cuda_only and not cuda:
+            raise ValueError(f"{name} runs on a CUDA GPU only; leave it out on {device}")
+    measured: dict[str, list[tuple[int, float]]] = {n: [] for n in names}   # (L, peak bytes) per implementation
     rows = []
-    for L in lengths:
+    for L in sorted(lengths):
         cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, context=L)
         for name in names:
-            if name not in impls:
-                raise ValueError(f"unknown implementation {name!r}; choose from {list(impls)}")
-            need = estimated_bytes(name, L, cfg) * batch
-            if need > max_gib * 2**30:
-                rows.append({"impl": name, "L": L, "ms": float("nan"), "MiB": need / 2**20, "batch": batch,
-                             "fits": False})
-                continue
-            torch.manual_seed(0)
-            module = impls[name].build(cfg).to(device)
-            x = torch.randn(batch, L, n_embd, device=device, requires_grad=True)
-
-            def step() -> None:
-                module(x).sum().backward()
-
+            build, seen = impls[name].build, measured[name]
+            if math.isfinite(max_gib):
+                probes = [Lp for Lp in (L // 4, L // 2) if Lp >= 8 and all(Lp > m for m, _ in seen)]
+                for Lp in probes[len(probes) - max(0, 2 - len(seen)):]:   # as many as two points need
+                    cfgp = ModelConfig(n_embd=n_embd, n_heads=n_heads, context=Lp)
+                    seen.append((Lp, peak_bytes(_step(build, cfgp, batch, device), device)))
+                need = predicted_bytes(seen, L) if len(seen) >= 2 else 0.0
+                if need > max_gib * 2**30:
+                    rows.append({"impl": name, "L": L, "ms": float("nan"), "MiB": need / 2**20, "batch": batch,
+                                 "fits": False})
+                    continue
+            step = _step(build, cfg, batch, device)
             step()                                               # warm-up
             times = []
             for _ in range(repeats):
-                if device == "cuda":
+                if cuda:
                     torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 step()
-                if device == "cuda":
+                if cuda:
                     torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
             peak = peak_bytes(step, device)
+            seen.append((L, peak))
             rows.append({"impl": name, "L": L, "ms": 1000 * min(times), "MiB": peak / 2**20, "batch": batch,
                          "fits": True})
     return rows
@@ -180,9 +228,9 @@ def format_table(rows: list[dict]) -> str:
                 continue
             if not r.get("fits", True):
                 lines.append(f"{L:6d} {n:>{wn}s}  {'-':>10s}  {'-':>{w}s}  {r['MiB']:10.0f}"
-                             "  does not fit (MiB estimated)")
+                             "  not run (MiB predicted from measured growth)")
                 continue
-            fits = (ref, L) in by and by[(ref, L)].get("fits", True)       # no ratio to a reference that does not fit
+            fits = (ref, L) in by and by[(ref, L)].get("fits", True)       # no ratio to a reference that did not run
             x = f"{r['ms'] / by[(ref, L)]['ms']:{w}.2f}" if fits else f"{'-':>{w}s}"
             lines.append(f"{L:6d} {n:>{wn}s}  {r['ms']:10.2f}  {x}  {r['MiB']:10.1f}")
     lines.append(f"(forward + backward, batch of {rows[0].get('batch', 1)}; "

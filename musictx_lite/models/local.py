@@ -43,10 +43,30 @@ def skew_local(rel: torch.Tensor, n_keys: int) -> torch.Tensor:
     return x[..., :N, W - n_keys:]                                      # (..., N, n_keys)
 
 
+def local_blocks(qb: torch.Tensor, kw: torch.Tensor, vw: torch.Tensor, E: torch.Tensor, first: bool):
+    """Relative local attention of the query blocks ``qb`` (B, nh, nb, N, d) against their windows
+    ``kw``, ``vw`` (B, nh, nb, 2N, d): the previous block, then their own. ``first``: the first block
+    of ``qb`` is block 0, which has no previous block. Returns (B, nh, nb, N, d) and the weights."""
+    N, d = qb.shape[-2:]
+    rel = F.pad(qb @ E.to(qb.dtype)[:, None].transpose(-2, -1), (0, N - 1))  # (B, nh, nb, N, 3N-1): d > 0 is 0
+    scores = (qb @ kw.transpose(-2, -1) + skew_local(rel, 2 * N)) / math.sqrt(d)   # (B, nh, nb, N, 2N)
+    n = torch.arange(N, device=qb.device)[:, None]
+    m = torch.arange(2 * N, device=qb.device)[None, :]
+    allowed = (m <= N + n)[None].expand(qb.shape[2], N, 2 * N).clone()   # causal inside the window
+    if first:
+        allowed[0, :, :N] = False                                       # block 0 has no predecessor
+    w = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, nh, nb, N, 2N)
+    return w @ vw, w
+
+
 def local_relative_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, E: torch.Tensor, N: int,
-                             need_weights: bool = False):
+                             need_weights: bool = False, step: int = 1024):
     """Relative local attention of (B, nh, T, d) inputs in blocks of N; ``E`` (nh, 2N, d) holds the
-    vectors for distances -(2N-1)..0. Returns (B, nh, T, d) and, if asked, dense (B, nh, T, T) weights."""
+    vectors for distances -(2N-1)..0. Returns (B, nh, T, d) and, if asked, dense (B, nh, T, T) weights.
+
+    The blocks go through ``local_blocks`` about ``step`` queries at a time: each step's tensors stay
+    small, so the time per token does not grow with T.
+    """
     B, H, T, d = q.shape
     pad = (-T) % N                                                      # the last block may be short
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))             # (B, nh, T', d)
@@ -55,16 +75,13 @@ def local_relative_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     prev = lambda t: F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1]            # block b-1 at b; zeros before block 0
     kw = torch.cat([prev(kb), kb], dim=3)                               # (B, nh, nb, 2N, d)
     vw = torch.cat([prev(vb), vb], dim=3)
-    rel = F.pad(qb @ E.to(q.dtype)[:, None].transpose(-2, -1), (0, N - 1))   # (B, nh, nb, N, 3N-1): d > 0 is 0
-    scores = (qb @ kw.transpose(-2, -1) + skew_local(rel, 2 * N)) / math.sqrt(d)   # (B, nh, nb, N, 2N)
-    n = torch.arange(N, device=q.device)[:, None]
-    m = torch.arange(2 * N, device=q.device)[None, :]
-    allowed = (m <= N + n)[None].expand(nb, N, 2 * N).clone()          # causal inside the window
-    allowed[0, :, :N] = False                                           # block 0 has no predecessor
-    w = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, nh, nb, N, 2N)
-    y = (w @ vw).reshape(B, H, nb * N, d)[:, :, :T]                     # (B, nh, T, d)
+    per = max(1, step // N)                                             # blocks per step
+    ys, ws = zip(*(local_blocks(qb[:, :, b:b + per], kw[:, :, b:b + per], vw[:, :, b:b + per], E, b == 0)
+                   for b in range(0, nb, per)))
+    y = torch.cat(ys, dim=2).reshape(B, H, nb * N, d)[:, :, :T]         # (B, nh, T, d)
     if not need_weights:
         return y, None
+    w = torch.cat(ws, dim=2)                                            # (B, nh, nb, N, 2N)
     dense = q.new_zeros(B, H, nb * N, (nb + 1) * N)                     # keys shifted by one block
     for b in range(nb):
         dense[:, :, b * N:(b + 1) * N, b * N:(b + 2) * N] = w[:, :, b]

@@ -30,6 +30,7 @@ from .fnet import CausalFourierMatrix, CausalLongConv, FourierMixer
 from .local import LocalAttention
 from .positions import LearnedPositions, SinusoidalPositions
 from .relative import ALiBi, BiasedAttention, RelativeGlobal, RotaryAttention, ShawAttention
+from .relative_fast import RelativeGlobalAttention
 from .rnn import LSTMAttention, LSTMModel
 from .voices import VoiceEmbedding
 
@@ -45,8 +46,8 @@ def heads(cfg: ModelConfig) -> nn.Module:
 
 
 def relative_global(cfg: ModelConfig) -> nn.Module:
-    """The Music Transformer's relative global attention, computed with the skew (chapters 7-8)."""
-    return BiasedAttention(cfg, RelativeGlobal(cfg))
+    """The Music Transformer's relative global attention (chapters 7-8), computed fast (chapter 8)."""
+    return RelativeGlobalAttention(cfg)
 
 
 SHAW_K = 16       # Shaw's clipping distance: 16 tokens = 4 steps of four voices (chapter 7)
@@ -59,7 +60,7 @@ class Timed:
     """A mixer that ``bench attention`` times (forward + backward of one layer), built for each length."""
 
     build: Callable[[ModelConfig], nn.Module]
-    nbytes: Callable[[int, ModelConfig], int] | None = None   # its largest tensors at length L; None: (L, L) scores
+    cuda_only: bool = False            # it runs on a CUDA GPU only
 
 
 @dataclass(frozen=True)
@@ -93,27 +94,26 @@ MODELS: dict[str, Spec] = {
     "sinusoidal": Spec(lambda cfg: block_decoder(cfg, heads, SinusoidalPositions), 6, "decoder",
                        paper="absolute positions"),
     "shaw": Spec(lambda cfg: block_decoder(cfg, lambda c: ShawAttention(c, k=SHAW_K)), 7, "decoder",
-                 # every distance its own vectors: (L, L, hs) tensors for a^K, a^V, their gradients, copies
-                 timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.context - 1),
-                                             lambda L, cfg: 6 * L * L * (cfg.n_embd // cfg.n_heads) * 4)}),
+                 # every distance its own vectors: (L, L, hs) tensors for a^K and a^V
+                 timed={"direct Shaw": Timed(lambda cfg: ShawAttention(cfg, k=cfg.context - 1))}),
     "relative": Spec(lambda cfg: block_decoder(cfg, relative_global), 8, "decoder",   # chapters 7-8
                      paper="relative attention",
-                     timed={"skew": Timed(lambda cfg: BiasedAttention(cfg, RelativeGlobal(cfg), fast=False))}),
+                     timed={"skew": Timed(lambda cfg: BiasedAttention(cfg, RelativeGlobal(cfg), fast=False)),
+                            "chunked skew": Timed(lambda cfg: RelativeGlobalAttention(cfg, impl="chunked")),
+                            "FlexAttention": Timed(lambda cfg: RelativeGlobalAttention(cfg, impl="flex"),
+                                                   cuda_only=True)}),
     "rope": Spec(lambda cfg: block_decoder(cfg, RotaryAttention), 7, "decoder"),
     "alibi": Spec(lambda cfg: block_decoder(cfg, lambda c: BiasedAttention(c, ALiBi(c))), 7, "decoder"),
     "local": Spec(lambda cfg: block_decoder(cfg, lambda c: LocalAttention(c, N=LOCAL_N)), 9, "decoder",
-                  timed={"local skew": Timed(lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N),
-                                             lambda L, cfg: 8 * cfg.n_heads * L * 3 * LOCAL_BENCH_N * 4)}),
+                  timed={"local skew": Timed(lambda cfg: LocalAttention(cfg, N=LOCAL_BENCH_N))}),
     # chapter 10: no attention and no positions part. FNet's Fourier sublayer leaks (it mixes in the
     # future); the causal matrix knows absolute positions, the causal conv relative offsets
     "fnet": Spec(lambda cfg: block_decoder(cfg, FourierMixer), 10, "decoder", left_out="sees the future (chapter 10)",
-                 # complex64 spectra of (L, C) and their gradients
-                 timed={"FNet (fft2)": Timed(FourierMixer, lambda L, cfg: 8 * L * cfg.n_embd * 8)}),
+                 timed={"FNet (fft2)": Timed(FourierMixer)}),
     "fnet-matrix": Spec(lambda cfg: block_decoder(cfg, CausalFourierMatrix), 10, "decoder",   # an (L, L) matrix
-                        timed={"causal matrix": Timed(CausalFourierMatrix, lambda L, cfg: 4 * L * L * 4)}),
+                        timed={"causal matrix": Timed(CausalFourierMatrix)}),
     "fnet-conv": Spec(lambda cfg: block_decoder(cfg, CausalLongConv), 10, "decoder",
-                      # complex spectra of length 2L per channel, and their gradients
-                      timed={"causal FFT conv": Timed(CausalLongConv, lambda L, cfg: 8 * 2 * L * cfg.n_embd * 8)}),
+                      timed={"causal FFT conv": Timed(CausalLongConv)}),
     "relative-voice": Spec(lambda cfg: block_decoder(cfg, relative_global, VoiceEmbedding), 11, "decoder",
                            paper="+ voice embedding"),
 }

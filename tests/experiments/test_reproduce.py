@@ -37,9 +37,8 @@ def test_three_models_trained_and_scored(first_run):
 
 
 def test_second_call_resumes_without_training(first_run):
-    out, data, rows, first_seconds = first_run
+    out, data, rows, _ = first_run
     stamps = {name: (out / name / "ckpt.pt").stat().st_mtime_ns for name in NAMES}
-    t0 = time.perf_counter()
     again = reproduce_jsb("smoke", out, data=data, device="cpu", progress=False)
     plain = lambda rs: [{k: v for k, v in r.items() if k != "model"} for r in rs]
     assert plain(again) == plain(rows)                          # the same steps, seconds, NLLs and history
@@ -47,7 +46,6 @@ def test_second_call_resumes_without_training(first_run):
         for (k, x), y in zip(a["model"].state_dict().items(), b["model"].state_dict().values()):
             assert x.equal(y), k
     assert {name: (out / name / "ckpt.pt").stat().st_mtime_ns for name in NAMES} == stamps   # nothing rewritten
-    assert time.perf_counter() - t0 < first_seconds
 
 
 def test_cli_prints_our_rows_beside_the_paper(first_run, jsb_path, capsys):

@@ -55,7 +55,7 @@ class PastMean(nn.Module):
 @pytest.fixture
 def toy(monkeypatch):
     monkeypatch.setitem(MODELS, NAME, Spec(lambda cfg: block_decoder(cfg, PastMean), 12, "decoder",
-                                           timed={IMPL: Timed(PastMean, lambda L, cfg: 3 * L * cfg.n_embd * 4)}))
+                                           timed={IMPL: Timed(PastMean)}))
     return NAME
 
 
@@ -75,8 +75,6 @@ def test_the_comparison_trains_it_at_the_common_budget(toy):
 def test_the_benchmark_times_its_mixer(toy):
     impls = bench.implementations()
     assert list(impls)[-1] == IMPL and impls[IMPL].chapter == 12
-    cfg = ModelConfig(n_embd=32, n_heads=4, context=64)
-    assert bench.estimated_bytes(IMPL, 64, cfg) == 3 * 64 * 32 * 4
     (row,) = bench.bench_attention(lengths=(64,), n_embd=32, repeats=1, names=[IMPL])
     assert row["impl"] == IMPL and row["fits"] and row["ms"] > 0
     assert IMPL in [r["impl"] for r in bench.bench_attention(lengths=(16,), n_embd=32, repeats=1, chapter=12)]
