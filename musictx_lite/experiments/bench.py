@@ -27,7 +27,9 @@ import torch.nn.functional as F
 from ..models.attention import causal_mask
 from ..models.config import ModelConfig
 from ..models.registry import MODELS, Timed
+from ..models.attention import MultiHeadAttention
 from ..models.relative import BiasedAttention, RelativeGlobal
+from ..models.relative_fast import relative_attention
 
 
 class TorchMHA(nn.Module):
@@ -82,9 +84,18 @@ class GwinndrStyle(BiasedAttention):
         return gwinndr_style(q, k, v, self.score_bias.table(q.shape[-2])), None
 
 
+class ChunkedCausal(MultiHeadAttention):
+    """``relative_fast.relative_attention`` without the relative term: causal attention in the same
+    chunks, the measure of what the relative term itself costs in the chunked skew."""
+
+    def attend(self, q, k, v, need_weights):
+        return relative_attention(q, k, v, None), None
+
+
 # the implementations bench keeps for reference, which no model of the book uses: name -> (chapter, Timed)
 REFERENCES = {"nn.MultiheadAttention": (4, Timed(TorchMHA)),
               "gwinndr-style": (8, Timed(GwinndrStyle)),
+              "chunked, no S^rel": (8, Timed(ChunkedCausal)),
               "SDPA + relative bias": (8, Timed(SDPARelative))}
 
 
@@ -303,3 +314,66 @@ def format_sampling(rows: list[dict]) -> str:
         lines.append(f"{r['model']:>20s} {r['context']:7d} {c:12,.0f} {n:16,.0f} {c / n:8.1f}{note}")
     lines.append(f"({rows[0]['tokens']} tokens sampled after BOS, random weights)")
     return "\n".join(lines)
+
+
+def longest_length(name: str, max_gib: float, n_embd: int = 512, n_heads: int = 8, batch: int = 1,
+                   device: str = "cpu", start: int = 256, multiple: int = 64, max_length: int = 32768) -> dict:
+    """The longest L, a multiple of ``multiple``, at which one forward + backward of ``name`` fits in
+    ``max_gib``: double from ``start`` while it fits, then bisect. On CUDA the allocator is capped at
+    ``max_gib`` (``torch.cuda.set_per_process_memory_fraction``) and a run that runs out of memory does not
+    fit; elsewhere the peak the profiler measures is compared with ``max_gib``. A length whose peak,
+    predicted from the growth measured so far (``predicted_bytes``), is over 1.1 times the allowance
+    is not run. Stops at ``max_length``: then ``capped`` is True and L is a lower bound.
+
+    Returns {"impl", "L", "MiB" (the peak at L), "next" (the shortest length found not to fit, or None),
+    "runs" (L, MiB or None where it did not fit), "capped", "predicted" (the L at which the measured
+    growth reaches the allowance)}.
+    """
+    impls, limit = implementations(), max_gib * 2**30
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / torch.cuda.get_device_properties(device).total_memory))
+    seen: list[tuple[int, float]] = []
+    runs: list[tuple[int, float | None]] = []
+
+    def fits(L: int) -> bool:
+        if len(seen) >= 2 and predicted_bytes(seen, L) > 1.1 * limit:
+            runs.append((L, None))
+            return False
+        cfg = ModelConfig(n_embd=n_embd, n_heads=n_heads, context=L)
+        try:
+            peak = peak_bytes(_step(impls[name].build, cfg, batch, device), device)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            runs.append((L, None))
+            return False
+        runs.append((L, peak / 2**20))
+        if peak > limit:
+            return False
+        seen.append((L, peak))
+        seen.sort()
+        return True
+
+    if not fits(start):
+        raise ValueError(f"{name} does not fit {max_gib:g} GiB at L = {start}; start shorter")
+    lo, hi = start, None
+    while hi is None and lo < max_length:
+        L = min(2 * lo, max_length)
+        if fits(L):
+            lo = L
+        else:
+            hi = L
+    while hi is not None and hi - lo > multiple:
+        L = (lo + hi) // 2 // multiple * multiple
+        if L <= lo:
+            break
+        lo, hi = (L, hi) if fits(L) else (lo, L)
+    predicted = None
+    if len(seen) >= 2:                                  # m2 (L / L2)^p = limit, p as in predicted_bytes
+        (L1, m1), (L2, m2) = seen[-2:]
+        p = max(math.log(m2 / m1) / math.log(L2 / L1), 1.0)
+        predicted = int(L2 * (limit / m2) ** (1 / p))
+    if cuda:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    return {"impl": name, "L": lo, "MiB": dict(seen)[lo] / 2**20, "next": hi, "runs": runs, "capped": hi is None,
+            "predicted": predicted}
