@@ -414,7 +414,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     c.add_argument("--impl", nargs="+", choices=impls, default=None, metavar="NAME",
                    help=f"implementations to run (default all): {', '.join(map(repr, impls))}")
     c.add_argument("--max-gib", type=positive_float, default=4.0,
-                   help="skip an implementation where its estimated memory exceeds this (default 4)")
+                   help="skip an implementation where its memory, predicted from its measured growth, "
+                        "exceeds this (default 4)")
     c.add_argument("--plot", default=None, help="save a plot of time and memory to this file")
     c.set_defaults(func=cmd_bench)
 

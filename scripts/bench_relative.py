@@ -1,7 +1,9 @@
 """Relative attention's time and memory, and the paper's Table 1 measured; for chapters 8 and 9.
 
-    python -m scripts.bench_relative [--lengths 1024 2048 4096 8192] [--max-gib 16] [--device cpu]
-                                     [--out book/results/relative-cpu]
+    python -m scripts.bench_relative [--lengths 1024 2048 4096 8192] [--max-gib GIB] [--device cpu]
+                                     [--out musictx_lite/pretrained/bench-relative-cpu]
+
+(--max-gib: 16 on a GPU, 4 on a CPU by default.)
 
 1. ``bench attention`` at ``--lengths`` (width 128, 4 heads, batch 1; forward + backward of one
    layer; every implementation at a length one after the other, so the ratios are measured in one
@@ -11,7 +13,7 @@
    skew. On a GPU the allocator is capped at that size; on a CPU the profiler's peak is compared with it.
 
 Writes ``OUT.json`` (the numbers and their provenance: command, commit, device, versions, date) and
-``OUT.md`` (the tables the chapters include).
+``OUT.md`` (the tables the chapters show, through ``bench.measured``); both ship with the package.
 """
 from __future__ import annotations
 
@@ -52,13 +54,18 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m scripts.bench_relative", description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--max-gib", type=float, default=16.0, help="the memory allowance of the longest-L search")
+    ap.add_argument("--max-gib", type=float, default=None,
+                    help="the memory allowance of the longest-L search (default: 16, the paper's GPU, on CUDA; "
+                         "4 on a CPU, where the process needs room beyond the tensors it measures)")
     ap.add_argument("--start", type=int, default=256, help="the length the search starts from")
     ap.add_argument("--max-length", type=int, default=32768, help="the longest L the search tries")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", default="book/results/relative-cpu")
+    ap.add_argument("--out", default="musictx_lite/pretrained/bench-relative-cpu")
     a = ap.parse_args(argv)
     import torch
+
+    if a.max_gib is None:
+        a.max_gib = 16.0 if torch.device(a.device).type == "cuda" else 4.0
 
     from musictx_lite.experiments.bench import bench_attention, format_table, longest_length
     from musictx_lite.experiments.hub import provenance

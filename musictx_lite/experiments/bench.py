@@ -13,10 +13,12 @@ so their ratios are measured under the same conditions.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable
 
@@ -314,6 +316,15 @@ def format_sampling(rows: list[dict]) -> str:
         lines.append(f"{r['model']:>20s} {r['context']:7d} {c:12,.0f} {n:16,.0f} {c / n:8.1f}{note}")
     lines.append(f"({rows[0]['tokens']} tokens sampled after BOS, random weights)")
     return "\n".join(lines)
+
+
+RESULTS = Path(__file__).parents[1] / "pretrained"      # committed measurements, shipped with the package
+
+
+def measured(name: str = "bench-relative-cpu") -> tuple[dict, str]:
+    """A committed measurement of ``python -m scripts.bench_relative``: its record (numbers and
+    provenance) and its tables in Markdown, as the script wrote them."""
+    return json.loads((RESULTS / f"{name}.json").read_text()), (RESULTS / f"{name}.md").read_text()
 
 
 def longest_length(name: str, max_gib: float, n_embd: int = 512, n_heads: int = 8, batch: int = 1,
