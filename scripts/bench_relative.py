@@ -12,6 +12,10 @@
    trains within ``--max-gib``: direct Shaw, the readable skew, the public code's way, the chunked
    skew. On a GPU the allocator is capped at that size; on a CPU the profiler's peak is compared with it.
 
+3. Training tokens per second of the relative decoder at the recipe's size and context (the ``paper``
+   profile's model, its batch), ``--train-steps`` steps on the embedded chorales, with each way of
+   computing relative attention that runs on the device (``MUSICTX_RELATIVE``'s choices).
+
 Writes ``OUT.json`` (the numbers and their provenance: command, commit, device, versions, date) and
 ``OUT.md`` (the tables the chapters show, through ``bench.measured``); both ship with the package.
 """
@@ -50,6 +54,30 @@ def ratios(rows: list[dict]) -> dict:
     return out
 
 
+def train_speed(impl: str, steps: int, device: str) -> dict:
+    """Training tokens/s of the ``relative`` model of the ``paper`` profile with relative attention computed
+    by ``impl`` (evaluation left out), and its final training loss."""
+    import torch
+
+    from musictx_lite.experiments.profiles import get_profile
+    from musictx_lite.experiments.training import train
+    from musictx_lite.io.data import load_chorales
+    from musictx_lite.models.registry import build_model
+    from musictx_lite.models.relative_fast import RelativeGlobalAttention
+
+    p = get_profile("paper")
+    torch.manual_seed(0)
+    model = build_model("relative", p.model_config("relative"))
+    for m in model.modules():
+        if isinstance(m, RelativeGlobalAttention):
+            m.impl = impl
+    cfg = p.train_config("relative", max_steps=steps, eval_every=10**6, ckpt_every=10**6, eval_pieces=1,
+                         keep_best=False, patience=None)
+    hist = train(model, load_chorales(), cfg, device=device, progress=False)
+    return {"impl": impl, "steps": steps, "batch_size": cfg.batch_size, "context": model.cfg.context,
+            "tokens_per_s": hist.tokens_per_s, "last_loss": hist.train_loss[-1]}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m scripts.bench_relative", description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
@@ -59,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                          "4 on a CPU, where the process needs room beyond the tensors it measures)")
     ap.add_argument("--start", type=int, default=256, help="the length the search starts from")
     ap.add_argument("--max-length", type=int, default=32768, help="the longest L the search tries")
+    ap.add_argument("--train-steps", type=int, default=30, help="steps of each training-speed run")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default="musictx_lite/pretrained/bench-relative-cpu")
     a = ap.parse_args(argv)
@@ -80,12 +109,17 @@ def main(argv: list[str] | None = None) -> None:
         r = longest_length(name, a.max_gib, device=a.device, start=a.start, max_length=a.max_length)
         print(f"{name}: longest L {r['L']}{'+' if r['capped'] else ''} at {r['MiB']:,.0f} MiB", flush=True)
         longest.append(r)
+    impls = ["skew", "chunked"] + (["flex"] if torch.device(a.device).type == "cuda" else [])
+    speed = [train_speed(impl, a.train_steps, a.device) for impl in impls]
+    for r in speed:
+        print(f"training, {r['impl']}: {r['tokens_per_s']:,.0f} tokens/s", flush=True)
     rec = {**provenance(a.device), "command": " ".join(["python -m scripts.bench_relative", *(argv or sys.argv[1:])]),
            "cpus": os.cpu_count(), "threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - t0),
            "bench": {"n_embd": 128, "n_heads": 4, "batch": 1, "repeats": a.repeats, "rows": rows, "table": table},
            "ratios": {str(k): v for k, v in rat.items()},
            "longest": {"max_gib": a.max_gib, "n_embd": 512, "n_heads": 8, "batch": 1, "rows": longest,
-                       "paper": PAPER}}
+                       "paper": PAPER},
+           "train": speed}
     out = ROOT / a.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rec, indent=1) + "\n")
@@ -128,6 +162,12 @@ def markdown(rec: dict) -> str:
                              if r["capped"] else "")
         nxt = "-" if r["next"] is None else f"{r['next']:,}"
         lines.append(f"| {r['impl']} | {L} | {r['MiB']:,.0f} MiB | {nxt} | {lg['paper'].get(r['impl'], '-')} |")
+    tr = rec["train"]
+    base = next(r["tokens_per_s"] for r in tr if r["impl"] == "skew")
+    lines += ["", f"**Training the relative decoder** of the recipe (the `paper` profile: context {tr[0]['context']}, "
+                  f"batch {tr[0]['batch_size']}, {tr[0]['steps']} steps), by `MUSICTX_RELATIVE`:", "",
+              "| relative attention | training tokens/s | against the readable skew |", "|---|---|---|"]
+    lines += [f"| {r['impl']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.2f}x |" for r in tr]
     return "\n".join(lines)
 
 

@@ -167,7 +167,7 @@ class RelativeGlobalAttention(BiasedAttention):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
         impl = self.impl or choose_impl(q.device)
         readable = need_weights or is_recording() or not self.causal or q.shape[-2] != k.shape[-2]
-        if impl == "skew" or readable:                                    # weights, no mask, a cache
+        if impl == "skew" or readable:                                    # weights, no mask, fewer queries
             return super().attend(q, k, v, need_weights)                  # the readable skew
         E = self.score_bias.table(q.shape[-2]).to(q.dtype)               # (nh, L, hs)
         if impl == "flex":
