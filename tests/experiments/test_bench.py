@@ -52,7 +52,7 @@ def test_the_committed_measurement_is_what_its_script_wrote():
 
     rec, md = bench.measured("bench-relative-cpu")
     assert md == markdown(rec) + "\n"
-    assert rec["command"].startswith("python -m scripts.bench_relative") and rec["commit"] in md
+    assert rec["command"].startswith("python -m scripts.bench_relative") and rec["commit"][:12] in md
     assert {r["impl"] for r in rec["bench"]["rows"]} == set(TABLE)
     assert [r["impl"] for r in rec["longest"]["rows"]] == LONGEST
     for r in rec["longest"]["rows"]:                                # each search's result is one of its runs
