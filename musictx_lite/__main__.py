@@ -109,6 +109,7 @@ def _check_writable(path: str, what: str, directory: bool = False) -> Path:
 def cmd_train(a: argparse.Namespace) -> None:
     from . import build_model, get_profile, load_data, train
     from .experiments import distributed
+    from .checkpoint import read_checkpoint
     from .models.registry import n_params
 
     _check_writable(a.out, "--out", directory=True)
@@ -121,7 +122,12 @@ def cmd_train(a: argparse.Namespace) -> None:
         p = get_profile(a.profile)
         mcfg = p.model_config(a.model)
         over = {k: v for k, v in (("max_steps", a.steps), ("seed", a.seed), ("batch_size", a.batch_size),
-                                  ("micro_batch", a.micro_batch)) if v is not None}
+                                  ("micro_batch", a.micro_batch), ("teacher_weight", a.teacher_weight))
+                if v is not None}
+        if a.teachers:
+            for t in a.teachers:
+                read_checkpoint(t)                   # a clear error before anything is trained
+            over["teachers"] = tuple(a.teachers)
         tcfg = p.train_config(a.model, **over)
         data = load_data(a.data)
         torch.manual_seed(tcfg.seed)
@@ -363,6 +369,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     t.add_argument("--data", default=None, help=data_help)
     t.add_argument("--device", type=device_arg, default=None,
                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
+    t.add_argument("--teachers", nargs="+", default=None, metavar="RUN",
+                   help="distil: train on the mean predictions of these trained runs (chapter 11)")
+    t.add_argument("--teacher-weight", type=_number(float, lambda v: 0 < v <= 1, "in (0, 1]"), default=None,
+                   help="with --teachers: the teachers' share of each target (default 1)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 

@@ -52,6 +52,8 @@ class TrainConfig:
     patience: int | None = None        # stop after this many evaluations without a new best (None: never)
     cpu_bf16: bool = False             # bf16 autocast on a CPU that supports it (CUDA always uses AMP)
     micro_batch: int | None = None     # crops per forward pass, the gradients accumulated (None: a rank's batch)
+    teachers: tuple[str, ...] = ()     # distil (``distil``): run directories of trained models whose mean ...
+    teacher_weight: float = 1.0        # ... probabilities, this much of each target (the rest: the one-hot target)
 
     def __post_init__(self) -> None:
         for k in ("batch_size", "max_steps", "eval_every", "ckpt_every"):
@@ -61,6 +63,9 @@ class TrainConfig:
             raise ValueError("warmup_steps must be >= 0 and eval_pieces None or >= 1")
         if self.micro_batch is not None and (not isinstance(self.micro_batch, int) or self.micro_batch < 1):
             raise ValueError(f"micro_batch must be None or a positive integer, got {self.micro_batch!r}")
+        self.teachers = tuple(str(t) for t in self.teachers)       # a list read from JSON resumes as well
+        if self.teachers and not 0 < self.teacher_weight <= 1:
+            raise ValueError(f"teacher_weight must be in (0, 1], got {self.teacher_weight!r}")
         if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
             raise ValueError(f"patience must be None or a positive integer, got {self.patience!r}")
         if not (self.lr > 0 and 0 <= self.min_lr_ratio <= 1 and self.weight_decay >= 0 and self.grad_clip > 0):
@@ -159,8 +164,17 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     torch.manual_seed(seed)
     if cfg.transpose and task is not NEXT_TOKEN:
         raise ValueError("transpose=True augments next-token crops only; this model's task is another")
-    batches = (task.sampler(data.train, model.cfg.context, seed, transpose=True) if cfg.transpose
-               else task.sampler(data.train, model.cfg.context, seed))
+    if cfg.teachers:                                 # distillation: targets from the teachers' mean (distil)
+        from .distil import CACHE, SoftCrops, teacher_table
+        if task is not NEXT_TOKEN:
+            raise ValueError("teachers distil next-token models only; this model's task is another")
+        cache = Path(out_dir) / CACHE if out_dir is not None and w.main else None
+        tables = teacher_table(list(cfg.teachers), data.train, device, cache,
+                               say=print if progress and w.main else (lambda *a: None))
+        batches = SoftCrops(data.train, model.cfg.context, tables, cfg.teacher_weight, seed, cfg.transpose)
+    else:
+        batches = (task.sampler(data.train, model.cfg.context, seed, transpose=True) if cfg.transpose
+                   else task.sampler(data.train, model.cfg.context, seed))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -222,7 +236,7 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
             lr = lr_at(step, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y = (t.to(device) for t in batches.batch(per_rank))   # this rank's crops
+            x, y, *soft = (t.to(device) for t in batches.batch(per_rank))   # this rank's crops (soft: distil)
             n_tokens = (y != PAD).sum()                              # ... and the whole batch's targets
             if w.size > 1:
                 torch.distributed.all_reduce(n_tokens)
@@ -232,7 +246,8 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
                 last = i + micro == per_rank
                 with (net.no_sync() if w.size > 1 and not last else contextlib.nullcontext()), autocast():
                     # the mean over every target of the global batch: DDP averages over the ranks
-                    part = token_nll(net, x[i:i + micro], y[i:i + micro]) / (n_tokens / w.size)
+                    part = token_nll(net, x[i:i + micro], y[i:i + micro], *(t[i:i + micro] for t in soft)) \
+                        / (n_tokens / w.size)
                 if scaler is not None:
                     scaler.scale(part).backward()
                 else:

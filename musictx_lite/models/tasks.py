@@ -22,9 +22,14 @@ from ..device import evaluating, model_device, to_model  # noqa: F401 (evaluatin
 from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, encode
 
 
-def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Summed NLL (nats) of targets ``y`` given inputs ``x``, both (B, T); PAD targets are ignored."""
+def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor, soft: torch.Tensor | None = None) -> torch.Tensor:
+    """Summed NLL (nats) of targets ``y`` given inputs ``x``, both (B, T); PAD targets are ignored.
+
+    With ``soft`` (B, T, V), target distributions (zero rows at PAD; ``distil.SoftCrops``), the sum is
+    the cross-entropy -sum_v soft[v] log p(v) of each target instead."""
     logits = model(x)                                                   # (B, T, V)
+    if soft is not None:
+        return -(soft * F.log_softmax(logits.float(), -1)).sum()
     return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=PAD, reduction="sum")
 
 
@@ -48,19 +53,31 @@ class Crops:
         self.shifts = [shift_range(p.pitches) for p in pieces]      # (lowest, highest) shift per piece
         self.gen = torch.Generator().manual_seed(seed)
 
-    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x, y), each (B, length); y is x shifted by one, PAD beyond a piece's end."""
+    def draw(self, batch_size: int) -> list[tuple[int, int, int]]:
+        """(piece, k, shift) of each crop of a batch: the crop starts at token 4k of that piece."""
         which = torch.multinomial(self.n_starts, batch_size, replacement=True, generator=self.gen)
-        xy = torch.full((batch_size, self.length + 1), PAD, dtype=torch.long)
-        for b, i in enumerate(which.tolist()):
+        crops = []
+        for i in which.tolist():
             k = int(torch.randint(int(self.n_starts[i]), (1,), generator=self.gen))
-            chunk = self.seqs[i][4 * k: 4 * k + self.length + 1]
+            shift = 0
             if self.transpose:
                 lo, hi = self.shifts[i]
                 shift = lo + int(torch.randint(hi - lo + 1, (1,), generator=self.gen))
-                chunk = torch.where(chunk >= N_SPECIAL, chunk + shift, chunk)   # pitches move, rests and BOS stay
+            crops.append((i, k, shift))
+        return crops
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y), each (B, length); y is x shifted by one, PAD beyond a piece's end."""
+        xy = torch.full((batch_size, self.length + 1), PAD, dtype=torch.long)
+        for b, (i, k, shift) in enumerate(self.draw(batch_size)):
+            chunk = transposed(self.seqs[i][4 * k: 4 * k + self.length + 1], shift)
             xy[b, : len(chunk)] = chunk
         return xy[:, :-1], xy[:, 1:]
+
+
+def transposed(tokens: torch.Tensor, shift: int) -> torch.Tensor:
+    """``tokens`` moved by ``shift`` semitones: pitches move, rests and BOS stay."""
+    return torch.where(tokens >= N_SPECIAL, tokens + shift, tokens)
 
 
 def shift_range(pitches) -> tuple[int, int]:
