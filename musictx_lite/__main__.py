@@ -269,6 +269,8 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
     _check_writable(a.out, "--out", directory=True)
     device = a.device if a.device is not None else _default_device()
     if a.what == "ablation":
+        if a.distil is not None:
+            raise ValueError("--distil belongs to reproduce jsb, not to the ablation")
         return _ablation(a, device)
     p = get_profile(a.profile)
     if a.export is not None:
@@ -279,12 +281,23 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
     print(f"checkpoints: {a.out}/<model> (a second run resumes them)")
     rows = reproduce_jsb(p, a.out, data, device, progress=not a.quiet, names=names)
     print(format_table(rows))
+    if a.distil is not None:
+        from .experiments.reproduce import distil_jsb
+
+        rows = distil_jsb(p, a.out, data, device, progress=not a.quiet, names=names, teachers=a.distil)
+        print(f"distilled, each from {a.distil} runs of itself (seeds 0-{a.distil - 1}):")
+        print(format_table(rows))
+        for r in rows:
+            print(f"{r['name']}: its teachers' mean predictions score {r['ensemble_nll']:.4f} on valid")
     if a.export is not None:
         from .experiments.hub import export
 
         for r in rows:
+            extra = {"note": a.note} if a.note else {}
+            if "teachers" in r:
+                extra["teachers_valid_nll"] = r["ensemble_nll"]
             rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device,
-                         extra={"note": a.note} if a.note else None)
+                         extra=extra or None)
             print(f"exported {a.export}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "
                   f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
 
@@ -461,6 +474,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                                                  "the default) or the path of a local Jsb16thSeparated.json")
     r.add_argument("--device", type=device_arg, default=None,
                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
+    r.add_argument("--distil", type=_number(int, lambda v: v >= 2, "an integer >= 2"), default=None, metavar="N",
+                   help="jsb: also train seeds 1..N-1 of each model and distil the N runs into one model of the "
+                        "same size, which --export then ships (the recipe's last step, chapter 11)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--models", nargs="+", choices=PRETRAINED, default=None,
                    metavar="NAME", help="train only these rows (default all three), e.g. one per process")

@@ -129,3 +129,16 @@ class SoftCrops(Crops):
         hard = (1 - self.weight) * F.one_hot(y.clamp(min=0) * (y != PAD), VOCAB_SIZE)
         soft += hard * (y != PAD)[..., None]                    # (B, T, V)
         return x, y, soft
+
+
+@torch.no_grad()
+def ensemble_nll(teachers: list[str], pieces: list[Piece], device: torch.device | str = "cpu") -> float:
+    """NLL (nats per token, the whole-piece evaluation) of the teachers' mean probabilities on ``pieces``:
+    what the student is trained to approach."""
+    seqs = [torch.as_tensor(encode(p.pitches)) for p in pieces]
+    mean = [torch.zeros(len(s) - 1) for s in seqs]                 # the mean probability of each true token
+    for path in teachers:
+        model = load_teacher(path, device)
+        for s, m in zip(seqs, mean):
+            m += piece_probs(model, s[None])[0, torch.arange(len(s) - 1), s[1:]] / len(teachers)
+    return -sum(m.log().sum().item() for m in mean) / sum(len(m) for m in mean)

@@ -73,6 +73,37 @@ def reproduce_jsb(profile: Profile | str | None, out_dir: str | os.PathLike | No
     return rows
 
 
+def distil_jsb(profile: Profile | str | None, out_dir: str | os.PathLike, data: Splits,
+               device: torch.device | str | None = None, progress: bool = True, names: list[str] | None = None,
+               teachers: int = 3) -> list[dict]:
+    """The recipe's last step (``distil``): for each model of ``names`` (default ``JSB_MODELS``), ``teachers``
+    runs of it, seeds 0 .. teachers - 1 (seed 0 is ``reproduce_jsb``'s run, ``out_dir/<model>``; the others
+    go to ``out_dir/seed-<s>/<model>``), and a student of the same size and seed 0 trained on their mean
+    predictions, in ``out_dir/distilled/<model>``. Returns the students' rows, as ``reproduce_jsb``, each
+    with ``teachers`` (the run directories) and ``ensemble_nll`` (their mean predictions' valid NLL)."""
+    from pathlib import Path
+
+    from .distil import ensemble_nll
+
+    if teachers < 2:
+        raise ValueError(f"distillation averages at least 2 teachers, got {teachers}")
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    rows = []
+    for name in names or [n for n, _ in JSB_MODELS]:
+        runs = [Path(out_dir) / name] + [Path(out_dir) / f"seed-{s}" / name for s in range(1, teachers)]
+        for s, run in enumerate(runs):
+            train_compared(name, data, p, run.parent, device, progress, seed=s)
+        paths = tuple(str(r) for r in runs)
+        model, hist = train_compared(name, data, p, Path(out_dir) / "distilled", device, progress,
+                                     teachers=paths, teacher_weight=1.0)
+        rows.append({"name": name, "params": n_params(model), "steps": hist.step[-1] if hist.step else 0,
+                     "seconds": hist.seconds, "valid_nll": evaluate_nll(model, data.valid),
+                     "test_nll": evaluate_nll(model, data.test), "model": model, "history": hist,
+                     "train_config": asdict(budget(name, p)[1]) | {"teachers": paths, "teacher_weight": 1.0},
+                     "teachers": paths, "ensemble_nll": ensemble_nll(list(paths), data.valid, device or "cpu")})
+    return rows
+
+
 def verdict(rows: list[dict]) -> str:
     """One line: does "absolute positions are worse than relative attention" (a higher NLL) hold for these
     rows, on the valid and on the test split? "yes" on both, "NO" on neither, else "mixed"."""

@@ -152,3 +152,11 @@ def test_cli_train_with_a_missing_teacher_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["train", "--model", "relative", "--out", str(tmp_path / "r"), "--teachers", "x", "--teacher-weight", "0"])
     assert e.value.code == 2 and "in (0, 1]" in capsys.readouterr().err
+
+
+def test_ensemble_nll_of_one_teacher_is_its_nll_and_an_ensemble_is_no_worse_than_its_mean(small, teachers):
+    from musictx_lite.experiments.distil import ensemble_nll
+
+    nll = [evaluate_nll(load_teacher(t), small.valid) for t in teachers]
+    assert ensemble_nll(teachers[:1], small.valid) == pytest.approx(nll[0], rel=1e-5)
+    assert ensemble_nll(teachers, small.valid) <= sum(nll) / 2 + 1e-6      # the log is concave

@@ -164,3 +164,29 @@ def test_paper_table_says_where_each_number_comes_from():
     assert sum(line.startswith("paper: ") for line in table) == len(PAPER)
     recorded = format_paper_table(shipped, recomputed=False)
     assert "0.400" in recorded and "0.300" not in recorded and "as recorded" in recorded
+
+
+def test_distil_trains_the_teachers_and_a_student_that_export_ships(first_run, jsb_path, tmp_path, capsys):
+    """`reproduce jsb --distil 2`: seed 1 beside seed 0 (resumed), a student on their mean predictions,
+    exported with its teachers and their ensemble's valid NLL."""
+    import json
+
+    out, data, rows, _ = first_run
+    main(["reproduce", "jsb", "--profile", "smoke", "--out", str(out), "--data", str(jsb_path), "--quiet",
+          "--models", "relative", "--distil", "2", "--export", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "distilled, each from 2 runs of itself" in printed
+    assert read_checkpoint(out / "seed-1" / "relative")["train_config"]["seed"] == 1
+    ck = read_checkpoint(out / "distilled" / "relative")
+    assert ck["train_config"]["teachers"] == (str(out / "relative"), str(out / "seed-1" / "relative"))
+    assert (out / "distilled" / "relative" / "teachers.pt").exists()
+    rec = json.loads((tmp_path / "relative.json").read_text())
+    assert rec["train_config"]["teachers"] == list(ck["train_config"]["teachers"])
+    assert math.isfinite(rec["teachers_valid_nll"]) and rec["command"].startswith("python -m musictx_lite")
+    # the teachers' mean beats their average NLL (the log is concave)
+    seed0 = next(r for r in rows if r["name"] == "relative")["valid_nll"]
+    seed1 = read_checkpoint(out / "seed-1" / "relative")["history"]["valid_nll"][-1]
+    assert rec["teachers_valid_nll"] <= (seed0 + seed1) / 2 + 1e-6
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "ablation", "--out", str(tmp_path / "a"), "--distil", "2"])
+    assert str(e.value.code) == "error: --distil belongs to reproduce jsb, not to the ablation"
