@@ -302,6 +302,21 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
                   f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
 
 
+def cmd_export(a: argparse.Namespace) -> None:
+    """``export``: a finished run as a shipped model (float16 weights and a record), as reproduce --export."""
+    from . import load_jsb
+    from .checkpoint import read_checkpoint
+    from .experiments.hub import export_run
+
+    read_checkpoint(a.run)                                          # a clear error before anything else
+    _check_writable(a.to, "--to", directory=True)
+    data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
+    rec = export_run(a.run, data, a.to, extra={"note": a.note} if a.note else None)
+    print(f"exported {a.to}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "
+          f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}"
+          + (f"; its teachers' mean: valid {rec['teachers_valid_nll']:.4f}" if "teachers_valid_nll" in rec else ""))
+
+
 def _check_results_path(path: str | None) -> None:
     if path is not None and not path.endswith(".json"):
         raise ValueError(f"--export names a .json results file, got {path}")
@@ -486,7 +501,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="write each trained model in float16 with its record into DIR "
                         "(musictx_lite/pretrained ships them: the 'paper' profile's models)")
     r.set_defaults(func=cmd_reproduce)
-    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r, "compare": m}
+
+    e = sub.add_parser("export", help="ship a finished run: its best weights in float16 and a record with "
+                                      "its provenance and NLL (as reproduce --export)")
+    e.add_argument("run", help="a run directory written by 'train'")
+    e.add_argument("--to", default="musictx_lite/pretrained", metavar="DIR",
+                   help="where <model>.pt and <model>.json go (default musictx_lite/pretrained)")
+    e.add_argument("--data", default="jsb", help="'jsb' (the official split) or a local Jsb16thSeparated.json")
+    e.add_argument("--note", default=None, help="a line of provenance stored in the record")
+    e.set_defaults(func=cmd_export)
+    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r, "compare": m,
+                "export": e}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

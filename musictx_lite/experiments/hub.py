@@ -157,6 +157,21 @@ def export(model: nn.Module, hist: History, train_config: dict, data: Splits, ou
     return rec
 
 
+def export_run(run: str | os.PathLike, data: Splits, out_dir: str | os.PathLike = HERE,
+               device: torch.device | str = "cpu", extra: dict | None = None) -> dict:
+    """``export`` a finished run directory written by ``train`` (its best weights where it kept them); a
+    distilled run's record also gets ``teachers_valid_nll``, the valid NLL of its teachers' mean predictions."""
+    from ..checkpoint import read_checkpoint
+    from .distil import ensemble_nll, load_teacher
+
+    ck = read_checkpoint(run)
+    model = load_teacher(run)                       # the best weights, as a teacher is loaded
+    more = dict(extra or {})
+    if ck["train_config"].get("teachers"):
+        more["teachers_valid_nll"] = ensemble_nll(list(ck["train_config"]["teachers"]), data.valid, device)
+    return export(model, History(**ck["history"]), ck["train_config"], data, out_dir, device, more or None)
+
+
 def plot_curves(names=None, ax=None):
     """The recorded training curves (train loss, and valid NLL at each evaluation) of the shipped models."""
     import matplotlib.pyplot as plt

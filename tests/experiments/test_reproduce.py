@@ -190,3 +190,12 @@ def test_distil_trains_the_teachers_and_a_student_that_export_ships(first_run, j
     with pytest.raises(SystemExit) as e:
         main(["reproduce", "ablation", "--out", str(tmp_path / "a"), "--distil", "2"])
     assert str(e.value.code) == "error: --distil belongs to reproduce jsb, not to the ablation"
+    # `export RUN` ships the same finished run with the same record numbers
+    main(["export", str(out / "distilled" / "relative"), "--to", str(tmp_path / "e"), "--data", str(jsb_path)])
+    again = json.loads((tmp_path / "e" / "relative.json").read_text())
+    assert "its teachers' mean: valid" in capsys.readouterr().out
+    for key in ("valid_nll", "test_nll", "teachers_valid_nll", "best_step", "bytes", "train_config"):
+        assert again[key] == rec[key], key
+    with pytest.raises(SystemExit) as e:
+        main(["export", str(tmp_path / "nothing"), "--to", str(tmp_path / "e")])
+    assert str(e.value.code).startswith("error: no checkpoint at")
