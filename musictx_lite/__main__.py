@@ -288,14 +288,14 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
         print(f"distilled, each from {a.distil} runs of itself (seeds 0-{a.distil - 1}):")
         print(format_table(rows))
         for r in rows:
-            print(f"{r['name']}: its teachers' mean predictions score {r['ensemble_nll']:.4f} on valid")
+            print(f"{r['name']}: its teachers' mean predictions score {r['summary']['teachers_valid_nll']:.4f} "
+                  f"on valid")
     if a.export is not None:
         from .experiments.hub import export
 
         for r in rows:
             extra = {"note": a.note} if a.note else {}
-            if "teachers" in r:
-                extra["teachers_valid_nll"] = r["ensemble_nll"]
+            extra.update(r.get("summary", {}))                      # a distilled model: its teachers
             rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device,
                          extra=extra or None)
             print(f"exported {a.export}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "

@@ -142,3 +142,12 @@ def ensemble_nll(teachers: list[str], pieces: list[Piece], device: torch.device 
         for s, m in zip(seqs, mean):
             m += piece_probs(model, s[None])[0, torch.arange(len(s) - 1), s[1:]] / len(teachers)
     return -sum(m.log().sum().item() for m in mean) / sum(len(m) for m in mean)
+
+
+def teachers_summary(teachers: list[str], pieces: list[Piece], device: torch.device | str = "cpu") -> dict:
+    """What a distilled model's record says of its teachers: ``teachers``, each run's own NLL on ``pieces``
+    (the validation split), and ``teachers_valid_nll``, their mean predictions' NLL."""
+    from ..models.tasks import evaluate_nll
+
+    return {"teachers": {t: evaluate_nll(load_teacher(t, device), pieces) for t in teachers},
+            "teachers_valid_nll": ensemble_nll(teachers, pieces, device)}

@@ -47,15 +47,29 @@ def available() -> list[str]:
     return [n for n in NAMES if (HERE / f"{n}.pt").exists() and (HERE / f"{n}.json").exists()]
 
 
+# A shipped model that was distilled (``distil``) keeps its predecessor beside it: the same model trained by
+# the recipe alone, ``HERE/<name>-undistilled.{pt,json}``, the baseline that measures what distillation
+# buys, and the like-for-like partner of the other rows and of the recipe's variants (chapter 11).
+UNDISTILLED = {"relative": "relative-undistilled"}
+
+
 def _check(name: str) -> None:
-    if name not in available():
-        raise ValueError(f"no pretrained model {name!r}; shipped: {available() or 'none'}")
+    extra = [v for v in UNDISTILLED.values() if (HERE / f"{v}.pt").exists() and (HERE / f"{v}.json").exists()]
+    if name not in available() + extra:
+        raise ValueError(f"no pretrained model {name!r}; shipped: {available() + extra or 'none'}")
 
 
 def record(name: str) -> dict:
     """The record of pretrained model ``name``: how it was trained, and its NLL (see the module docstring)."""
     _check(name)
     return _upgraded(json.loads((HERE / f"{name}.json").read_text()))
+
+
+def recipe_record(name: str) -> dict:
+    """The record of model ``name`` trained by the recipe without distillation: its predecessor's record
+    where the shipped model was distilled (``UNDISTILLED``), else the shipped model's own."""
+    plain = UNDISTILLED.get(name)
+    return record(plain) if plain is not None and (HERE / f"{plain}.json").exists() else record(name)
 
 
 def _upgraded(rec: dict) -> dict:
@@ -160,15 +174,16 @@ def export(model: nn.Module, hist: History, train_config: dict, data: Splits, ou
 def export_run(run: str | os.PathLike, data: Splits, out_dir: str | os.PathLike = HERE,
                device: torch.device | str = "cpu", extra: dict | None = None) -> dict:
     """``export`` a finished run directory written by ``train`` (its best weights where it kept them); a
-    distilled run's record also gets ``teachers_valid_nll``, the valid NLL of its teachers' mean predictions."""
+    distilled run's record also gets ``distil.teachers_summary``: each teacher's valid NLL, and that of
+    their mean predictions (``teachers_valid_nll``)."""
     from ..checkpoint import read_checkpoint
-    from .distil import ensemble_nll, load_teacher
+    from .distil import load_teacher, teachers_summary
 
     ck = read_checkpoint(run)
     model = load_teacher(run)                       # the best weights, as a teacher is loaded
     more = dict(extra or {})
     if ck["train_config"].get("teachers"):
-        more["teachers_valid_nll"] = ensemble_nll(list(ck["train_config"]["teachers"]), data.valid, device)
+        more.update(teachers_summary(list(ck["train_config"]["teachers"]), data.valid, device))
     return export(model, History(**ck["history"]), ck["train_config"], data, out_dir, device, more or None)
 
 

@@ -80,10 +80,10 @@ def distil_jsb(profile: Profile | str | None, out_dir: str | os.PathLike, data: 
     runs of it, seeds 0 .. teachers - 1 (seed 0 is ``reproduce_jsb``'s run, ``out_dir/<model>``; the others
     go to ``out_dir/seed-<s>/<model>``), and a student of the same size and seed 0 trained on their mean
     predictions, in ``out_dir/distilled/<model>``. Returns the students' rows, as ``reproduce_jsb``, each
-    with ``teachers`` (the run directories) and ``ensemble_nll`` (their mean predictions' valid NLL)."""
+    with ``summary`` (``distil.teachers_summary``: each teacher's valid NLL, and their mean predictions')."""
     from pathlib import Path
 
-    from .distil import ensemble_nll
+    from .distil import teachers_summary
 
     if teachers < 2:
         raise ValueError(f"distillation averages at least 2 teachers, got {teachers}")
@@ -100,7 +100,7 @@ def distil_jsb(profile: Profile | str | None, out_dir: str | os.PathLike, data: 
                      "seconds": hist.seconds, "valid_nll": evaluate_nll(model, data.valid),
                      "test_nll": evaluate_nll(model, data.test), "model": model, "history": hist,
                      "train_config": asdict(budget(name, p)[1]) | {"teachers": paths, "teacher_weight": 1.0},
-                     "teachers": paths, "ensemble_nll": ensemble_nll(list(paths), data.valid, device or "cpu")})
+                     "summary": teachers_summary(list(paths), data.valid, device or "cpu")})
     return rows
 
 
@@ -143,7 +143,8 @@ TARGET = 0.335                  # the paper's best JSB model; the shipped relati
 
 def format_paper_table(shipped: list[dict], live: list[dict] = (), recomputed: bool = True) -> str:
     """The paper's Table 2 beside the shipped models (``pretrained.evaluate_shipped``: trained with the recipe,
-    scored in this build when ``recomputed``, else their recorded numbers) and the ``live`` rows trained in
+    "distilled" where the recipe's last step distilled them, scored in this build when ``recomputed``, else
+    their recorded numbers) and the ``live`` rows trained in
     this build (``reproduce_jsb`` or ``compare`` rows), in the book's 88 columns. Each row says where its
     number comes from."""
     lines = ["JSB Chorales, official split: NLL in nats per token (lower is better)",
@@ -153,7 +154,8 @@ def format_paper_table(shipped: list[dict], live: list[dict] = (), recomputed: b
     for r in shipped:
         v, t = (r["valid_nll"], r["test_nll"]) if recomputed else (r["record"]["valid_nll"], r["record"]["test_nll"])
         src = "shipped, scored in this build" if recomputed else "shipped, as recorded"
-        lines.append(f"{'recipe: ' + r['name']:<38s} {v:6.3f} {t:6.3f}  {src}")
+        how = "distilled" if r["record"].get("train_config", {}).get("teachers") else "recipe"
+        lines.append(f"{how + ': ' + r['name']:<38s} {v:6.3f} {t:6.3f}  {src}")
     for r in live:
         label = f"live: {r['name']} ({r['steps']} steps)"
         lines.append(f"{label:<38s} {r['valid_nll']:6.3f} {r['test_nll']:6.3f}  trained in this build, "

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from musictx_lite import generate, load_jsb
-from musictx_lite.experiments.hub import HERE, NAMES, TRIED, available, pretrained, record, tried
+from musictx_lite.experiments.hub import (HERE, NAMES, TRIED, UNDISTILLED, available, pretrained, record,
+                                          recipe_record, tried)
 from musictx_lite.models.tasks import evaluate_nll
 from musictx_lite.io.tokens import VOCAB_SIZE
 
@@ -24,7 +25,7 @@ def jsb(jsb_path):
     return load_jsb(jsb_path)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + tuple(UNDISTILLED.values()))
 def test_recorded_valid_nll_is_recomputed_on_cpu(name, jsb):
     """The book's headline numbers: each shipped model, evaluated now on the official validation split,
     gives its recorded NLL within 1e-3."""
@@ -46,13 +47,17 @@ def test_relative_attention_reaches_the_papers_best_model(jsb):
     assert now <= TARGET_RELATIVE + 1e-3
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + tuple(UNDISTILLED.values()))
 def test_records_hold_their_provenance(name):
     rec = record(name)
     for key in ("command", "commit", "seed", "device", "torch", "steps", "best_step", "train_seconds",
                 "valid_nll", "test_nll", "curve", "model_config", "train_config", "sha256"):
         assert key in rec, key
-    assert "reproduce jsb" in rec["command"] and "--profile paper" in rec["command"]
+    if rec["train_config"].get("teachers"):            # distilled: trained by `train --teachers`, then exported
+        assert rec["command"].startswith("python -m musictx_lite export") and "--teachers" in rec["note"]
+        assert sorted(rec["teachers"]) == sorted(rec["train_config"]["teachers"])
+    else:
+        assert "reproduce jsb" in rec["command"] and "--profile paper" in rec["command"]
     assert 0 < rec["best_step"] <= rec["steps"] and rec["train_config"]["transpose"] is True
     assert len(rec["curve"]["eval_step"]) == len(rec["curve"]["valid_nll"]) > 0
     assert min(rec["curve"]["valid_nll"]) == pytest.approx(
@@ -61,6 +66,21 @@ def test_records_hold_their_provenance(name):
     assert path.stat().st_size == rec["bytes"] <= MAX_BYTES
     import hashlib
     assert hashlib.sha256(path.read_bytes()).hexdigest() == rec["sha256"]
+
+
+@pytest.mark.parametrize("name", UNDISTILLED)
+def test_a_distilled_model_keeps_its_predecessor_and_beats_it(name):
+    """What distillation bought, from the two records that CI recomputes above: the student scores below the
+    same model trained by the recipe alone, and its teachers' mean scores below every teacher and the student."""
+    rec, plain = record(name), recipe_record(name)
+    assert rec["train_config"]["teachers"] and not plain["train_config"].get("teachers")
+    assert plain["model_config"] == rec["model_config"] and plain["params"] == rec["params"]
+    assert rec["teachers_valid_nll"] < rec["valid_nll"] < plain["valid_nll"]
+    assert rec["teachers_valid_nll"] < min(rec["teachers"].values())
+    ck = torch.load(HERE / plain["file"], map_location="cpu", weights_only=True)
+    assert ck["model_name"] == name and plain["file"] == f"{UNDISTILLED[name]}.pt"
+    for key in ("command", "commit", "sha256", "curve"):
+        assert key in plain, key
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -146,7 +166,7 @@ def test_each_variant_tried_is_the_recipe_with_its_change_alone(variant):
     v = tried()[variant]
     assert sorted(v["records"]) == sorted(NAMES) and v["change"] and v["about"]
     for name, rec in v["records"].items():
-        now = record(name)
+        now = recipe_record(name)                   # a distilled model is compared through its predecessor
         for part in ("model_config", "train_config"):
             want = {**now[part], **{k: x for k, x in v["change"].items() if k in now[part]}}
             assert rec[part] == want, (variant, name, part)

@@ -164,6 +164,9 @@ def test_paper_table_says_where_each_number_comes_from():
     assert sum(line.startswith("paper: ") for line in table) == len(PAPER)
     recorded = format_paper_table(shipped, recomputed=False)
     assert "0.400" in recorded and "0.300" not in recorded and "as recorded" in recorded
+    shipped[1]["record"]["train_config"] = {"teachers": ["a", "b"]}       # a distilled model says so
+    labels = [line.split()[0] + " " + line.split()[1] for line in format_paper_table(shipped).splitlines()[5:8]]
+    assert labels == [f"recipe: {NAMES[0]}", f"distilled: {NAMES[1]}", f"recipe: {NAMES[2]}"]
 
 
 def test_distil_trains_the_teachers_and_a_student_that_export_ships(first_run, jsb_path, tmp_path, capsys):
@@ -186,6 +189,7 @@ def test_distil_trains_the_teachers_and_a_student_that_export_ships(first_run, j
     # the teachers' mean beats their average NLL (the log is concave)
     seed0 = next(r for r in rows if r["name"] == "relative")["valid_nll"]
     seed1 = read_checkpoint(out / "seed-1" / "relative")["history"]["valid_nll"][-1]
+    assert rec["teachers"] == pytest.approx({str(out / "relative"): seed0, str(out / "seed-1" / "relative"): seed1})
     assert rec["teachers_valid_nll"] <= (seed0 + seed1) / 2 + 1e-6
     with pytest.raises(SystemExit) as e:
         main(["reproduce", "ablation", "--out", str(tmp_path / "a"), "--distil", "2"])
@@ -194,7 +198,7 @@ def test_distil_trains_the_teachers_and_a_student_that_export_ships(first_run, j
     main(["export", str(out / "distilled" / "relative"), "--to", str(tmp_path / "e"), "--data", str(jsb_path)])
     again = json.loads((tmp_path / "e" / "relative.json").read_text())
     assert "its teachers' mean: valid" in capsys.readouterr().out
-    for key in ("valid_nll", "test_nll", "teachers_valid_nll", "best_step", "bytes", "train_config"):
+    for key in ("valid_nll", "test_nll", "teachers", "teachers_valid_nll", "best_step", "bytes", "train_config"):
         assert again[key] == rec[key], key
     with pytest.raises(SystemExit) as e:
         main(["export", str(tmp_path / "nothing"), "--to", str(tmp_path / "e")])
