@@ -1,6 +1,7 @@
 """One training loop for every chapter: AdamW, warmup + cosine, clipping, periodic
 validation, checkpoints and exact resume; for the paper-level recipe of chapter 11 also
-transposition, early stopping on validation NLL with the best weights kept, and bf16 on CPUs;
+transposition, early stopping on validation NLL with the best weights kept, bf16 on CPUs, and
+distillation from trained teachers (``distil``);
 gradient accumulation, and several processes under torchrun (``distributed``, the appendix).
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (first used there).
@@ -63,7 +64,9 @@ class TrainConfig:
             raise ValueError("warmup_steps must be >= 0 and eval_pieces None or >= 1")
         if self.micro_batch is not None and (not isinstance(self.micro_batch, int) or self.micro_batch < 1):
             raise ValueError(f"micro_batch must be None or a positive integer, got {self.micro_batch!r}")
-        self.teachers = tuple(str(t) for t in self.teachers)       # a list read from JSON resumes as well
+        # a list read from JSON resumes as well; one run named alone is one teacher
+        self.teachers = (str(self.teachers),) if isinstance(self.teachers, (str, os.PathLike)) else \
+            tuple(str(t) for t in self.teachers)
         if self.teachers and not 0 < self.teacher_weight <= 1:
             raise ValueError(f"teacher_weight must be in (0, 1], got {self.teacher_weight!r}")
         if self.patience is not None and (not isinstance(self.patience, int) or self.patience < 1):
@@ -134,7 +137,9 @@ def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.Pa
     A non-finite loss stops the run with FloatingPointError and leaves the last
     good checkpoint untouched. With ``cfg.keep_best`` the model ends with the weights
     of its best evaluation (``hist.best_step``), and ``cfg.patience`` stops the run
-    after that many evaluations without a new best. ``on_step(step, loss)`` is called after each step.
+    after that many evaluations without a new best. With ``cfg.teachers`` the targets are their mean
+    predictions (``distil.SoftCrops``, computed once and cached in ``out_dir``) and the loss is the
+    cross-entropy against them. ``on_step(step, loss)`` is called after each step.
     ``progress`` shows a bar and prints a line per evaluation; ``progress=False`` trains silently.
 
     Inside a process group of several ranks (``distributed.setup``, under torchrun) every rank

@@ -160,3 +160,8 @@ def test_ensemble_nll_of_one_teacher_is_its_nll_and_an_ensemble_is_no_worse_than
     nll = [evaluate_nll(load_teacher(t), small.valid) for t in teachers]
     assert ensemble_nll(teachers[:1], small.valid) == pytest.approx(nll[0], rel=1e-5)
     assert ensemble_nll(teachers, small.valid) <= sum(nll) / 2 + 1e-6      # the log is concave
+
+
+def test_one_teacher_named_alone_is_one_teacher_and_a_json_list_resumes_as_a_tuple():
+    assert TrainConfig(teachers="runs/a").teachers == ("runs/a",)
+    assert TrainConfig(teachers=["runs/a", "runs/b"]).teachers == ("runs/a", "runs/b")
