@@ -142,6 +142,7 @@ def export(model: nn.Module, hist: History, train_config: dict, data: Splits, ou
     from ..models.registry import load_checkpoint, n_params
 
     name, out = model.name, Path(out_dir)
+    train_config = json.loads(json.dumps(train_config))          # as the JSON record holds it: tuples are lists
     state = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype)
              for k, v in model.state_dict().items()}
     ckpt = {"model_name": name, "model_class": type(model).__qualname__, "model_config": model.cfg.to_dict(),
