@@ -298,3 +298,19 @@ def format_seeds(results: dict) -> str:
                            f"{t[0]:7.3f} [{t[1]:.3f}, {t[2]:.3f}]"))
     head = f"{'model':<19s} {'seeds':>5s} {'valid':>7s} {'95% CI (seeds)':>16s} {'test':>7s} {'95% CI (seeds)':>16s}"
     return "\n".join([head] + [r for _, r in sorted(rows)])
+
+
+def seed_ranking(results: dict, split: str = "valid") -> list[dict]:
+    """The results file's models, best mean NLL on ``split`` first: per model ``name``, ``mean``, ``low`` and
+    ``high`` (``seed_interval``), ``tied`` (its interval overlaps the best model's: the seeds do not rank
+    the two) and ``pieces`` (summed NLL per piece, the mean over seeds: what a paired bootstrap over
+    pieces resamples, with ``results["pieces"][split]`` as the token counts)."""
+    rows = []
+    for name, runs in results["models"].items():
+        mean, low, high = seed_interval([r[f"{split}_nll"] for r in runs])
+        pieces = np.mean([r[f"{split}_pieces"] for r in runs], axis=0)  # (pieces,)
+        rows.append({"name": name, "mean": mean, "low": low, "high": high, "pieces": pieces})
+    rows.sort(key=lambda r: r["mean"])
+    for r in rows:
+        r["tied"] = r["low"] <= rows[0]["high"]                         # NaN (one seed): never tied
+    return rows

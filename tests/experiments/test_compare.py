@@ -186,3 +186,19 @@ def test_plot_nll_panels_colours_each_group_and_greys_the_rest(rows):
     assert sum(line.get_color() == "0.8" for line in first.lines) == len(names) - 1
     assert [t.startswith(n + " (") for t, n in zip(rest.get_legend_handles_labels()[1], names[1:])] == [True] * (len(names) - 1)
     plt.close("all")
+
+
+def test_seed_ranking_orders_by_mean_and_ties_overlapping_intervals():
+    def runs(*nlls):
+        return [{"valid_nll": v, "valid_pieces": [2 * v, 4 * v]} for v in nlls]
+
+    res = {"pieces": {"valid": [2, 4]},
+           "models": {"wide": runs(0.50, 0.70, 0.60), "best": runs(0.49, 0.51, 0.50),
+                      "far": runs(0.90, 0.91, 0.92)}}
+    rank = C.seed_ranking(res)
+    assert [r["name"] for r in rank] == ["best", "wide", "far"]
+    assert [r["tied"] for r in rank] == [True, True, False]           # wide's interval reaches 0.50
+    assert rank[0]["mean"] == pytest.approx(0.50) and rank[0]["low"] < 0.49 < 0.51 < rank[0]["high"]
+    # the pieces are the mean over seeds, and add up to the model's mean NLL per token
+    assert rank[2]["pieces"] == pytest.approx([1.82, 3.64])
+    assert rank[2]["pieces"].sum() / 6 == pytest.approx(rank[2]["mean"])
