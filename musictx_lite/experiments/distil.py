@@ -146,8 +146,10 @@ def ensemble_nll(teachers: list[str], pieces: list[Piece], device: torch.device 
 
 def teachers_summary(teachers: list[str], pieces: list[Piece], device: torch.device | str = "cpu") -> dict:
     """What a distilled model's record says of its teachers: ``teachers``, each run's own NLL on ``pieces``
-    (the validation split), and ``teachers_valid_nll``, their mean predictions' NLL."""
+    (the validation split), ``teacher_steps``, the steps each trained, and ``teachers_valid_nll``, their
+    mean predictions' NLL."""
     from ..models.tasks import evaluate_nll
 
     return {"teachers": {t: evaluate_nll(load_teacher(t, device), pieces) for t in teachers},
+            "teacher_steps": {t: int(read_checkpoint(t)["step"]) for t in teachers},
             "teachers_valid_nll": ensemble_nll(teachers, pieces, device)}

@@ -55,7 +55,7 @@ def test_records_hold_their_provenance(name):
         assert key in rec, key
     if rec["train_config"].get("teachers"):            # distilled: trained by `train --teachers`, then exported
         assert rec["command"].startswith("python -m musictx_lite export") and "--teachers" in rec["note"]
-        assert sorted(rec["teachers"]) == sorted(rec["train_config"]["teachers"])
+        assert sorted(rec["teachers"]) == sorted(rec["train_config"]["teachers"]) == sorted(rec["teacher_steps"])
     else:
         assert "reproduce jsb" in rec["command"] and "--profile paper" in rec["command"]
     assert 0 < rec["best_step"] <= rec["steps"] and rec["train_config"]["transpose"] is True

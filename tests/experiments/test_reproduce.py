@@ -192,6 +192,7 @@ def test_distil_trains_the_teachers_and_a_student_that_export_ships(first_run, j
     seed1 = read_checkpoint(out / "seed-1" / "relative")["history"]["valid_nll"][-1]
     assert rec["teachers"] == pytest.approx({str(out / "relative"): seed0, str(out / "seed-1" / "relative"): seed1})
     assert rec["teachers_valid_nll"] <= (seed0 + seed1) / 2 + 1e-6
+    assert rec["teacher_steps"] == {t: read_checkpoint(t)["step"] for t in rec["teachers"]}
     with pytest.raises(SystemExit) as e:
         main(["reproduce", "ablation", "--out", str(tmp_path / "a"), "--distil", "2"])
     assert str(e.value.code) == "error: --distil belongs to reproduce jsb, not to the ablation"
