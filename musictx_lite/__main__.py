@@ -264,6 +264,7 @@ def cmd_budget(a: argparse.Namespace) -> None:
 
 def cmd_reproduce(a: argparse.Namespace) -> None:
     from . import get_profile, load_jsb
+    from .experiments.hub import git_commit
     from .experiments.reproduce import JSB_MODELS, format_table, reproduce_jsb
 
     _check_writable(a.out, "--out", directory=True)
@@ -275,6 +276,7 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
     p = get_profile(a.profile)
     if a.export is not None:
         _check_writable(a.export, "--export", directory=True)
+    commit = git_commit()                                            # the code the runs start from
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)      # sha256-checked: the official file only
     names = a.models or [name for name, _ in JSB_MODELS]
     print(f"profile {p.name}: {', '.join(names)}; data: {data.source}")
@@ -294,10 +296,10 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
         from .experiments.hub import export
 
         for r in rows:
-            extra = {"note": a.note} if a.note else {}
+            extra = {"commit": commit, **({"note": a.note} if a.note else {})}
             extra.update(r.get("summary", {}))                      # a distilled model: its teachers
             rec = export(r["model"], r["history"], r["train_config"], data, a.export, device=device,
-                         extra=extra or None)
+                         extra=extra)
             print(f"exported {a.export}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "
                   f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}")
 
@@ -322,14 +324,15 @@ def _check_results_path(path: str | None) -> None:
         raise ValueError(f"--export names a .json results file, got {path}")
 
 
-def _write_results(path: str, content: dict, device) -> None:
-    """A results file: ``content`` with its provenance (command, commit, device, versions, date), atomically."""
+def _write_results(path: str, content: dict, device, commit: str) -> None:
+    """A results file: ``content`` with its provenance (command, device, versions, date, and ``commit``, the
+    one the run started from), atomically."""
     import json
 
     from .io.data import atomic_write
     from .experiments.hub import provenance
 
-    out = {**provenance(device), **content}
+    out = {**provenance(device, commit), **content}
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
     print(f"wrote {path}")
 
@@ -338,6 +341,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
     """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
     from . import get_profile, load_jsb
     from .experiments.compare import compare_seeds, format_seeds
+    from .experiments.hub import git_commit
 
     _check_writable(a.out, "--out", directory=True)
     _check_results_path(a.export)
@@ -345,28 +349,31 @@ def cmd_compare(a: argparse.Namespace) -> None:
     p = get_profile(a.profile)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
     over = {"max_steps": a.steps} if a.steps is not None else {}
+    commit = git_commit()                                        # the code this run starts from
     print(f"profile {p.name}: {len(a.models) if a.models else 'every compared'} model(s) x {a.seeds} seeds"
           + (f", {a.steps} steps" if a.steps else "") + f"; data: {data.source}")
     results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet, **over)
     print(format_seeds(results))
     if a.export is not None:
-        _write_results(a.export, results, device)
+        _write_results(a.export, results, device, commit)
 
 
 def _ablation(a: argparse.Namespace, device) -> None:
     """``reproduce ablation``: what each ingredient of the recipe buys; with --export, a results file."""
     from . import load_jsb
+    from .experiments.hub import git_commit
     from .experiments.reproduce import ABLATION, ABLATION_BUDGET, ablation, format_ablation
 
     _check_results_path(a.export)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
     seeds = list(range(a.seeds))
+    commit = git_commit()
     print(f"ablation: relative attention, {len(ABLATION)} variants x {len(seeds)} seeds, "
           f"{ABLATION_BUDGET['max_steps']} steps each; data: {data.source}")
     rows = ablation(data, a.out, seeds, device=device, progress=not a.quiet)
     print(format_ablation(rows))
     if a.export is not None:
-        _write_results(a.export, {"budget": ABLATION_BUDGET, "variants": ABLATION, "rows": rows}, device)
+        _write_results(a.export, {"budget": ABLATION_BUDGET, "variants": ABLATION, "rows": rows}, device, commit)
 
 
 # ---------------------------------------------------------------- parser

@@ -105,7 +105,7 @@ def pretrained(name: str = "relative", device: torch.device | str | None = None)
     return model.float().to(device if device is not None else pick_device()).eval()
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
                              text=True, timeout=10)
@@ -128,9 +128,10 @@ def _device_name(device: torch.device) -> str:
     return f"cpu: {name}, {os.cpu_count()} cores"
 
 
-def provenance(device: torch.device | str = "cpu") -> dict:
-    """Where and how a result was produced: the command, the commit, the device, the versions and the date."""
-    return {"command": " ".join(["python -m musictx_lite"] + sys.argv[1:]), "commit": _git_commit(),
+def provenance(device: torch.device | str = "cpu", commit: str | None = None) -> dict:
+    """Where and how a result was produced: the command, the commit, the device, the versions and the date.
+    ``commit``: the one a long run started from (``git_commit()`` then), else the current one."""
+    return {"command": " ".join(["python -m musictx_lite"] + sys.argv[1:]), "commit": commit or git_commit(),
             "device": _device_name(torch.device(device)), "torch": torch.__version__,
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 

@@ -160,16 +160,22 @@ def test_compare_seeds_writes_nll_per_piece(chorales, tmp_path):
     assert m == pytest.approx(1.1) and lo < 1.0 < 1.2 < hi
 
 
-def test_cli_compare_exports_a_results_file(jsb_path, tmp_path, capsys):
+def test_cli_compare_exports_a_results_file(jsb_path, tmp_path, capsys, monkeypatch):
+    import itertools
     import json
 
     from musictx_lite.__main__ import main
+    from musictx_lite.experiments import hub
 
+    # a long run records the commit it started from, not one made while it trained
+    commits = itertools.chain(["abc (start)"], itertools.repeat("def (later)"))
+    monkeypatch.setattr(hub, "git_commit", lambda: next(commits))
     out = tmp_path / "results.json"
     main(["compare", "--profile", "smoke", "--seeds", "2", "--steps", "2", "--models", "lstm",
           "--out", str(tmp_path / "runs"), "--data", str(jsb_path), "--export", str(out), "--quiet"])
     res = json.loads(out.read_text())
-    assert res["profile"] == "smoke" and len(res["models"]["lstm"]) == 2 and "commit" in res and "device" in res
+    assert res["profile"] == "smoke" and len(res["models"]["lstm"]) == 2 and "device" in res
+    assert res["commit"] == "abc (start)"
     assert len(res["models"]["lstm"][0]["valid_pieces"]) == 76 and "wrote" in capsys.readouterr().out
 
 
