@@ -143,6 +143,7 @@ def export(model: nn.Module, hist: History, train_config: dict, data: Splits, ou
     from ..models.registry import load_checkpoint, n_params
 
     name, out = model.name, Path(out_dir)
+    prov = provenance(device)                   # before the files below change the tree it checks
     train_config = json.loads(json.dumps(train_config))          # as the JSON record holds it: tuples are lists
     state = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype)
              for k, v in model.state_dict().items()}
@@ -158,7 +159,7 @@ def export(model: nn.Module, hist: History, train_config: dict, data: Splits, ou
     rec = {
         "name": name, "params": n_params(stored), "file": path.name, "bytes": path.stat().st_size,
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        **provenance(device), "seed": train_config.get("seed"),
+        **prov, "seed": train_config.get("seed"),
         "data": data.source, "steps": hist.step[-1] if hist.step else 0, "best_step": hist.best_step,
         "stopped_early": hist.stopped_early, "train_seconds": round(hist.seconds, 1),
         "model_config": model.cfg.to_dict(), "train_config": ckpt["train_config"],
