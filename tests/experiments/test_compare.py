@@ -208,3 +208,31 @@ def test_seed_ranking_orders_by_mean_and_ties_overlapping_intervals():
     # the pieces are the mean over seeds, and add up to the model's mean NLL per token
     assert rank[2]["pieces"] == pytest.approx([1.82, 3.64])
     assert rank[2]["pieces"].sum() / 6 == pytest.approx(rank[2]["mean"])
+
+
+def test_the_shipped_comparison_file_matches_todays_models_and_adds_up():
+    """compare.json, shown by chapter 11: made by `compare --export`, every compared model over the same seeds,
+    each run's per-piece NLL adding up to its split NLL, and its models still the size the budget gives them."""
+    import json
+
+    from musictx_lite.experiments.hub import HERE
+    from musictx_lite.models.registry import n_params
+
+    path = HERE / "compare.json"
+    if not path.exists():
+        pytest.skip("this release ships no comparison file")
+    res = json.loads(path.read_text())
+    for key in ("command", "commit", "device", "torch", "date", "profile", "seeds", "pieces", "models"):
+        assert key in res, key
+    assert res["command"].startswith("python -m musictx_lite compare") and "--export" in res["command"]
+    assert list(res["models"]) == list(C.compared()) and len(res["seeds"]) >= 3
+    assert (len(res["pieces"]["valid"]), len(res["pieces"]["test"])) == (76, 77)      # the official split
+    for name, runs in res["models"].items():
+        assert [r["seed"] for r in runs] == res["seeds"], name
+        params = n_params(build_model(name, C.budget(name, res["profile"])[0]))
+        for r in runs:
+            for split in ("valid", "test"):
+                nll = sum(r[f"{split}_pieces"]) / sum(res["pieces"][split])
+                assert nll == pytest.approx(r[f"{split}_nll"], rel=1e-9), (name, split)
+            assert r["steps"] == res["train_overrides"]["max_steps"] and 0 < r["best_step"] <= r["steps"]
+            assert r["params"] == params, name
