@@ -148,3 +148,19 @@ def test_code_cells_lex_as_ipython(path):
     for cell in code_cells(path):
         bad = [v for t, v in lexer.get_tokens("".join(cell["source"])) if "Error" in str(t)]
         assert not bad, f"{path.name}, cell {cell.get('id')}: cannot lex {bad[:3]}"
+
+
+def test_literalinclude_patterns_are_found_in_their_files():
+    """A `literalinclude` with :start-at: / :end-at: shows the package's code; a pattern that the code no longer
+    holds is a broken page (Sphinx only warns), so each must occur in the file it includes."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    found = 0
+    for page in sorted((root / "book").glob("*.md")):
+        for target, options in re.findall(r"```\{literalinclude\} (\S+)\n((?::[\w-]+:.*\n)*)", page.read_text()):
+            code = (page.parent / target).resolve().read_text()
+            for key, pattern in re.findall(r":(start-at|end-at|start-after|end-before): (.*)", options):
+                found += 1
+                assert pattern in code, f"{page.name}: {key} {pattern!r} is not in {target}"
+    assert found > 0
