@@ -76,6 +76,8 @@ def test_the_install_cell_applies_the_constraints_of_its_release(path):
     pins = f'pins = "https://raw.githubusercontent.com/{owner_repo}/v{musictx_lite.__version__}"'
     assert pins in colab
     assert "!curl -fsSL {pins}/colab-constraints.txt -o /tmp/pins.txt || touch /tmp/pins.txt" in colab
+    # a release without the file installs unpinned, and says so
+    assert 'if not open("/tmp/pins.txt").read().strip():' in colab and "versions not pinned" in colab
     # the constraints apply to every pip install after them: FluidSynth's binding and the package
     lines = colab.splitlines()
     at = lines.index("    %env PIP_CONSTRAINT=/tmp/pins.txt")
