@@ -6,7 +6,8 @@ Colab ships Python 3.12 with torch and numpy, and every chapter's install cell l
 This tool makes a new virtual environment with the interpreter given, installs torch, numpy and a
 Jupyter kernel first, unconstrained (what a Colab runtime has), then, with ``PIP_CONSTRAINT`` set to
 ``colab-constraints.txt`` as the cell sets it, FluidSynth's binding and the package from this checkout
-(the cell installs the release's tag). It runs ``pip check``, then every chapter in a fresh kernel of
+(the cell installs the release's tag). It runs ``pip check``, plays a chord (FluidSynth where the
+system library is installed, as the cell installs it; else the organ), then runs every chapter in a fresh kernel of
 that environment (``scripts.run_chapters``). It writes a record: the interpreter, the sha256 of the
 constraints file it tested, the version of every constrained package it got, each chapter's result,
 and the provenance. ``tests/book/test_constraints.py`` checks that the record is of today's constraints
@@ -29,6 +30,10 @@ from scripts import ROOT
 
 CONSTRAINTS = ROOT / "colab-constraints.txt"
 COLAB_HAS = ["torch", "numpy", "ipykernel", "nbclient", "nbformat"]      # preinstalled on Colab
+# what plays a chord in that environment: FluidSynth where its system library is installed (the Colab
+# cell installs it with apt), else the additive organ, and why
+SOUND = ("import numpy as np, musictx_lite as mtx; c = mtx.play(np.array([[72, 67, 64, 48]] * 16), "
+         "name='check'); print(c.synth); print(c.note)")
 
 
 def versions(python: Path) -> dict[str, str]:
@@ -69,10 +74,17 @@ def main(argv: list[str] | None = None) -> int:
         install_s = time.time() - t0
         check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True)
         got = versions(py)
+        sound = subprocess.run([str(py), "-c", SOUND], capture_output=True, text=True, cwd=work)
+        lines = sound.stdout.splitlines()
+        played = ({"synth": lines[0], "note": lines[1]} if sound.returncode == 0 and len(lines) >= 2
+                  else {"error": (sound.stderr.strip().splitlines() or ["no output"])[-1]})
         run = subprocess.run([str(py), "-m", "scripts.run_chapters", "--profile", args.profile,
                               "--out", str(work / "chapters"), *(["--only", *args.only] if args.only else [])],
                              cwd=ROOT)
         chapters = json.loads((work / "chapters" / "chapters.json").read_text())
+    except subprocess.CalledProcessError as e:                   # pip's own output says why, above
+        print(f"error: {' '.join(map(str, e.cmd))} failed with exit status {e.returncode}", file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
     python_version = chapters["python"]
@@ -83,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
               "install_seconds": round(install_s), "pip_check": check.stdout.strip() or check.stderr.strip(),
               "pip_check_ok": check.returncode == 0,
               "versions": {n: got.get(n) for n in sorted({*pinned, "torch", "numpy", "musictx-lite"})},
+              "sound": played,
               "profile": args.profile, "chapters": chapters["chapters"]}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     failed = [r["chapter"] for r in record["chapters"] if not r["ok"]]
@@ -90,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'ok' if check.returncode == 0 else 'FAILED'}; {len(record['chapters']) - len(failed)} of "
           f"{len(record['chapters'])} chapters ran" + (f" (failed: {', '.join(failed)})" if failed else "")
           + f"; wrote {args.out}")
-    return 0 if check.returncode == 0 and not failed and run.returncode == 0 else 1
+    print(f"a chord played by: {played.get('note') or played}")
+    return 0 if check.returncode == 0 and not failed and run.returncode == 0 and "error" not in played else 1
 
 
 if __name__ == "__main__":

@@ -101,3 +101,22 @@ def test_the_constraints_resolve_for_python_3_12():
               for i in json.loads(out.stdout)["install"]}
     for name, spec in constraints().items():
         assert spec.contains(chosen[name], prereleases=True), (name, chosen[name])
+
+
+def test_a_fresh_python_3_12_environment_with_todays_constraints_ran_every_chapter():
+    """colab-env.json, written by ``python -m scripts.colab_env --python python3.12``: a fresh environment set up
+    as the Colab cell sets one up (Colab's torch and numpy, then the constrained install) passed ``pip check``
+    and ran every chapter. The record must be of today's constraints file: change the file, run the tool again."""
+    import hashlib
+
+    rec = json.loads((ROOT / "colab-env.json").read_text())
+    sha = hashlib.sha256((ROOT / "colab-constraints.txt").read_bytes()).hexdigest()
+    assert rec["constraints_sha256"] == sha, (
+        "colab-constraints.txt changed after colab-env.json was written: "
+        "run python -m scripts.colab_env --python python3.12")
+    assert rec["python"].startswith("3.12.") and rec["pip_check_ok"], (rec["python"], rec["pip_check"])
+    for name, spec in constraints().items():                     # what the constraints let pip choose
+        assert rec["versions"][name] and spec.contains(rec["versions"][name], prereleases=True), name
+    assert rec["versions"]["torch"] and rec["versions"]["numpy"] and rec["versions"]["musictx-lite"]
+    assert sorted(r["chapter"] for r in rec["chapters"]) == [p.stem for p in NOTEBOOKS]
+    assert all(r["ok"] for r in rec["chapters"]), [r for r in rec["chapters"] if not r["ok"]]
