@@ -146,7 +146,7 @@ IMPLS = ("skew", "chunked", "flex")
 
 def choose_impl(device: torch.device) -> str:
     """``MUSICTX_RELATIVE`` if set, else ``chunked`` on a CPU and ``skew`` elsewhere: on CUDA the
-    readable skew hands its bias to SDPA, the path the GPU runs of the book were measured with."""
+    readable skew hands its bias to SDPA's fused kernels."""
     impl = settings.relative() or ("chunked" if device.type == "cpu" else "skew")
     if impl not in IMPLS:
         raise ValueError(f"MUSICTX_RELATIVE must be one of {', '.join(IMPLS)}, got {impl!r}")

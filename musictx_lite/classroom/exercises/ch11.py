@@ -48,7 +48,7 @@ def exercise_11_1(model_a: nn.Module, model_b: nn.Module, pieces: list[Piece], n
     diff, lo, hi = paired_bootstrap(sa, sb, counts, n)
     real = lo > 0 or hi < 0
     print(f"{names[0]} - {names[1]}: {diff:+.3f} nats/token, 95% interval [{lo:+.3f}, {hi:+.3f}] over "
-          f"{len(pieces)} pieces: {'a real difference' if real else 'not separated by these pieces'}")
+          f"{len(pieces)} pieces: {'resolved by these pieces' if real else 'not resolved by these pieces'}")
     return {"diff": diff, "low": lo, "high": hi, "real": real}
 
 
