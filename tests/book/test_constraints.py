@@ -120,3 +120,11 @@ def test_a_fresh_python_3_12_environment_with_todays_constraints_ran_every_chapt
     assert rec["versions"]["torch"] and rec["versions"]["numpy"] and rec["versions"]["musictx-lite"]
     assert sorted(r["chapter"] for r in rec["chapters"]) == [p.stem for p in NOTEBOOKS]
     assert all(r["ok"] for r in rec["chapters"]), [r for r in rec["chapters"] if not r["ok"]]
+
+
+def test_colab_env_says_in_one_line_when_the_interpreter_is_missing(capsys):
+    from scripts import colab_env
+
+    assert colab_env.main(["--python", "python-that-is-not-here"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no interpreter 'python-that-is-not-here'") and "\n" not in err
