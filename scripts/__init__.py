@@ -4,6 +4,7 @@
 - ``student_notebooks``: the chapters without their solutions, for students;
 - ``build_slides``: a reveal.js deck per chapter from the executed notebooks;
 - ``run_chapters``: every chapter in a fresh runtime of a profile, timed, with its provenance;
+- ``colab_env``: the Colab constraints tested in a fresh environment (Python 3.12), every chapter run in it;
 - ``set_version``: the package's version, in every place that names it;
 - ``bench_ddp``: training speed on one process against several under torchrun (the appendix).
 
