@@ -355,7 +355,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
     results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet, **over)
     print(format_seeds(results))
     if a.export is not None:
-        _write_results(a.export, results, device, commit)
+        _write_results(a.export, {**({"note": a.note} if a.note else {}), **results}, device, commit)
 
 
 def _ablation(a: argparse.Namespace, device) -> None:
@@ -478,6 +478,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     m.add_argument("--device", type=device_arg, default=None,
                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     m.add_argument("--quiet", action="store_true", help="no progress bars")
+    m.add_argument("--note", default=None, help="a line of provenance stored in the results file (how the runs "
+                                                 "were made, when not by this command alone)")
     m.set_defaults(func=cmd_compare)
 
     u = sub.add_parser("budget", help="estimated training time of every model on a Colab T4, per profile")

@@ -172,9 +172,11 @@ def test_cli_compare_exports_a_results_file(jsb_path, tmp_path, capsys, monkeypa
     monkeypatch.setattr(hub, "git_commit", lambda: next(commits))
     out = tmp_path / "results.json"
     main(["compare", "--profile", "smoke", "--seeds", "2", "--steps", "2", "--models", "lstm",
-          "--out", str(tmp_path / "runs"), "--data", str(jsb_path), "--export", str(out), "--quiet"])
+          "--out", str(tmp_path / "runs"), "--data", str(jsb_path), "--export", str(out), "--quiet",
+          "--note", "two workers"])
     res = json.loads(out.read_text())
     assert res["profile"] == "smoke" and len(res["models"]["lstm"]) == 2 and "device" in res
+    assert res["note"] == "two workers"
     assert res["commit"] == "abc (start)"
     assert len(res["models"]["lstm"][0]["valid_pieces"]) == 76 and "wrote" in capsys.readouterr().out
 
