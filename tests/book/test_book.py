@@ -164,3 +164,20 @@ def test_literalinclude_patterns_are_found_in_their_files():
                 found += 1
                 assert pattern in code, f"{page.name}: {key} {pattern!r} is not in {target}"
     assert found > 0
+
+
+def test_every_test_file_a_repository_file_names_exists():
+    """Workflows, comments and pages name test files by path (`pytest tests/book/test_offline.py`); a path left
+    behind by a move runs nothing, or stops a workflow with "file not found"."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    named = {}
+    for f in files:
+        path = ROOT / f
+        if path.suffix in {".py", ".md", ".yml", ".yaml", ".txt", ".toml", ".cfg", ".ipynb", ""} and path.is_file():
+            for m in re.finditer(r"\btests/[\w/]+\.py\b", path.read_text(errors="replace")):
+                named.setdefault(m.group(), f)
+    assert "tests/book/test_offline.py" in named                           # the scan sees the workflow's step
+    missing = {p: f for p, f in named.items() if not (ROOT / p).is_file()}
+    assert not missing, f"named but not there (path: the file naming it): {missing}"

@@ -93,9 +93,19 @@ def test_a_corrupt_file_is_ignored(board):
     assert "LSTM" in [r.name for r in leaderboard.rows(1)]
 
 
-def test_notebook_displays_the_table_once(board):
+def test_notebook_displays_the_table_once(board, capsys):
+    """``show`` prints the table; a notebook cell that ends with it publishes nothing more (IPython's
+    formatter finds no output to show), where a plain object would be shown as its repr."""
+    from IPython.core.interactiveshell import InteractiveShell
+
     table = leaderboard.show(0)
-    assert hasattr(table, "_ipython_display_") and table._ipython_display_() is None
+    assert capsys.readouterr().out.count(table.text) == 1
+    shell = InteractiveShell.instance()
+    try:
+        assert shell.display_formatter.format(table) == ({}, {})
+        assert shell.display_formatter.format(table.text)[0]["text/plain"]  # a string would show again
+    finally:
+        InteractiveShell.clear_instance()                                   # no shell for later tests
 
 
 def test_baselines_are_those_of_the_data_passed_in():

@@ -165,8 +165,6 @@ def test_sampler_fallback_has_images_and_players(model, pieces):
 
 
 def test_sampler_shows_the_score():
-    pytest.importorskip("music21")
-    pytest.importorskip("verovio")
     grid = np.array([[72, 67, 64, 48]] * 8 + [[74, 67, 62, 43]] * 8)
     html = widgets.score_html(grid, title="C major")
     assert "<svg" in html and "No score" not in html

@@ -109,12 +109,22 @@ def test_skew_local_toy_follows_the_five_steps():
 
 
 def test_local_attention_memory_is_linear_in_T():
-    """The scores of one forward are (B, nh, T/N, N, 2N): 2N per query, whatever T."""
+    """The scores of one forward are (B, nh, T/N, N, 2N): 2N per query, whatever T, so 16 times the tokens
+    take at most twice 16 times the peak memory (the profiler's allocation count); relative global
+    attention's (T, T) scores take far more."""
+    from musictx_lite.experiments.bench import peak_bytes
+
     cfg = ModelConfig(n_embd=8, n_heads=2, context=4096)
-    mix = LocalAttention(cfg, N=16)
+    torch.manual_seed(0)
+    mix, full = LocalAttention(cfg, N=16), BiasedAttention(cfg, RelativeGlobal(cfg))
+    peaks = {}
     for T in (64, 1024):
-        y = mix(torch.randn(1, T, 8))
-        assert y.shape == (1, T, 8)
+        x = torch.randn(1, T, 8)
+        with torch.no_grad():
+            assert mix(x).shape == (1, T, 8)
+            peaks[T] = [peak_bytes(lambda m=m: m(x)) for m in (mix, full)]
+    local, whole = (peaks[1024][i] / peaks[64][i] for i in (0, 1))
+    assert local <= 2 * 16 < 64 <= whole, (local, whole)
 
 
 def _shaw_as_music_transformer(k: int, T: int):
