@@ -176,9 +176,11 @@ def test_biased_attention_adds_its_score_bias():
 
     class Shift(nn.Module):                                  # a bias that depends on the queries, as relative logits do
         def forward(self, q):
-            return q.sum(-1, keepdim=True).expand(*q.shape[:-1], q.shape[-2])         # (B, nh, T, T)
+            self.q = q                                       # kept, to rebuild the bias below
+            return q.sum(-1, keepdim=True) * torch.linspace(0, 1, q.shape[-2])     # (B, nh, T, T): varies by key
 
-    mha = BiasedAttention(CFG, Shift()).eval()
+    shift = Shift()
+    mha = BiasedAttention(CFG, shift).eval()
     x = torch.randn(2, 10, 32)
     with recording() as ws:
         y = mha(x)
@@ -187,9 +189,17 @@ def test_biased_attention_adds_its_score_bias():
     lags = torch.arange(10)[:, None] - torch.arange(10)[None, :]
     assert (w[..., lags < 0] == 0).all() and (w[..., lags >= 0] > 0).all()      # the bias never unmasks
     assert torch.allclose(w.sum(-1), torch.ones(2, 4, 10))
-    plain = MultiHeadAttention(CFG).eval()
+    # reference: the same weights without the bias give softmax(QK^T / sqrt(d)); adding the bias to their
+    # log and normalising again must give the biased weights
+    plain = MultiHeadAttention(CFG, causal=True).eval()
     plain.load_state_dict(mha.state_dict())
-    assert not torch.allclose(plain(x), y)                                                   # the bias mattered
+    with recording() as ws0:
+        y0 = plain(x)
+    (w0,) = ws0
+    bias = shift(shift.q)                                                                  # (B, nh, T, T)
+    ref = torch.softmax((w0.log() + bias).masked_fill(lags < 0, float("-inf")), -1)
+    torch.testing.assert_close(w, ref, atol=1e-5, rtol=1e-5)
+    assert (y - y0).abs().max() > 1e-2                                                     # the bias mattered
 
 
 def test_attention_weights_from_any_decoder_layer():

@@ -71,7 +71,7 @@ def exercise_5_2(n_layers: int = 12, data: Splits | None = None, C: int = 64, se
     if ratio["post-LN"] > 1 > ratio["pre-LN"]:
         print("As Xiong et al. (2020) show, at initialisation post-LN's gradients grow towards the\n"
               "output, so a large learning rate hits its top blocks hardest; pre-LN's do not grow. In\n"
-              "this chapter's stacks of 3 and 8 blocks the same trend was weaker: it grows with depth.")
+              "the chapter's stacks of 3 and 8 blocks, post-LN's ratio rose with depth too.")
     return out
 
 
