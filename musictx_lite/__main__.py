@@ -11,6 +11,7 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite budget --profile gpu
     python -m musictx_lite reproduce jsb --profile cpu --out runs/jsb
     python -m musictx_lite compare --profile paper --seeds 3 --out runs/compare --export results.json
+    python -m musictx_lite compare --profile paper --steps 3000 --out runs/c --ledger results/compare-3000
 
 Bad input ends in one line ``error: ...`` and a non-zero exit status (2 for a
 bad argument, 1 for a bad file or value found later), never in a traceback.
@@ -340,7 +341,7 @@ def _write_results(path: str, content: dict, device, commit: str) -> None:
 def cmd_compare(a: argparse.Namespace) -> None:
     """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
     from . import get_profile, load_jsb
-    from .experiments.compare import compare_seeds, format_seeds
+    from .experiments.compare import code_fingerprint, compare_seeds, format_seeds
     from .experiments.hub import git_commit
 
     _check_writable(a.out, "--out", directory=True)
@@ -352,9 +353,18 @@ def cmd_compare(a: argparse.Namespace) -> None:
     commit = git_commit()                                        # the code this run starts from
     print(f"profile {p.name}: {len(a.models) if a.models else 'every compared'} model(s) x {a.seeds} seeds"
           + (f", {a.steps} steps" if a.steps else "") + f"; data: {data.source}")
-    results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet, **over)
+    if a.ledger is not None:
+        _check_writable(a.ledger, "--ledger", directory=True)
+        print(f"ledger: {a.ledger} (runs found there are taken, runs finished here are added)")
+    results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet,
+                            ledger=a.ledger, **over)
     print(format_seeds(results))
     if a.export is not None:
+        made = [r.pop("made") for runs in results["models"].values() for r in runs if "made" in r]
+        if made:                                    # where the ledger's runs were trained, and when
+            results["ledger"] = {"runs": len(made), "code": code_fingerprint(),
+                                 **{k: sorted({m[k] for m in made}) for k in ("commit", "device", "torch")},
+                                 "first": min(m["date"] for m in made), "last": max(m["date"] for m in made)}
         _write_results(a.export, {**({"note": a.note} if a.note else {}), **results}, device, commit)
 
 
@@ -480,6 +490,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     m.add_argument("--quiet", action="store_true", help="no progress bars")
     m.add_argument("--note", default=None, help="a line of provenance stored in the results file (how the runs "
                                                  "were made, when not by this command alone)")
+    m.add_argument("--ledger", default=None, metavar="DIR",
+                   help="a folder of finished runs, one file each: runs found there are taken, runs finished here "
+                        "are added at once (a comparison longer than one machine's session, or split between "
+                        "processes with --models)")
     m.set_defaults(func=cmd_compare)
 
     u = sub.add_parser("budget", help="estimated training time of every model on a Colab T4, per profile")

@@ -11,9 +11,18 @@ chorales, which the chapter plays and scores with ``stats.chorale_stats``.
 
 ``sampling_cost`` times one new token with the cache and by re-encoding, at
 several lengths: what dominates the cost of sampling.
+
+``compare_seeds`` can keep a *ledger*: a folder with one file per finished run
+(its scores, its budget, the code it ran and where). A run found there is
+taken, not trained again, so a comparison too long for one machine's session
+goes on from the committed ledger on the next one, and two processes can fill
+one ledger with different models.
 """
 from __future__ import annotations
 
+import ast
+import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -23,7 +32,7 @@ import torch
 
 from .bench import peak_bytes
 from ..models.config import ModelConfig
-from ..io.data import Piece, Splits
+from ..io.data import Piece, Splits, atomic_write
 from ..device import evaluating, model_device, to_model
 from ..models.registry import MODELS, build_model, n_params
 from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
@@ -247,30 +256,102 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
     return rows
 
 
+# the code a compared run executes: the models, the training loop, the data and its tokens. A ledger's runs must
+# all come from the same code (``code_fingerprint``); this module's own tables and plots do not count.
+RUN_CODE = ("models", "experiments/training.py", "io/tokens.py", "io/data.py", "device.py")
+
+
+def code_fingerprint(root: str | os.PathLike | None = None) -> str:
+    """sha256 of what ``RUN_CODE`` (under ``root``, default this package) does: each module's syntax tree without
+    docstrings, so that comments and docstrings may change while a ledger fills, and any change to the code may
+    not."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    digest = hashlib.sha256()
+    files = sorted(f for part in RUN_CODE for f in ((root / part).glob("*.py") if (root / part).is_dir()
+                                                     else [root / part]))
+    for f in files:
+        tree = ast.parse(f.read_text())
+        for node in ast.walk(tree):                                      # drop every docstring
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def run_key(name: str, profile: Profile, seed: int, data: Splits, **train_kw) -> dict:
+    """What makes two runs the same experiment: the model, its config and training config (seed included),
+    the data, and the code that ran (``code_fingerprint``)."""
+    mcfg, tcfg = budget(name, profile)
+    return {"model": name, "model_config": mcfg.to_dict(),
+            "train_config": json.loads(json.dumps({**tcfg.__dict__, **train_kw, "seed": seed})),
+            "data": data.source, "code": code_fingerprint()}
+
+
+def ledger_path(ledger: str | os.PathLike, name: str, seed: int) -> Path:
+    return Path(ledger) / f"{name}.seed-{seed}.json"
+
+
+def ledger_run(ledger: str | os.PathLike, key: dict) -> dict | None:
+    """The finished run of ``key`` in ``ledger``, or None; a file there for the same model and seed that was made
+    otherwise (another budget, data or code) is an error: one ledger holds one comparison."""
+    path = ledger_path(ledger, key["model"], key["train_config"]["seed"])
+    if not path.exists():
+        return None
+    try:
+        run = json.loads(path.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path} is not a ledger file ({e})") from None
+    if run.get("key") != key:
+        diff = sorted(k for k in key if run.get("key", {}).get(k) != key[k])
+        raise ValueError(f"{path} was made by another experiment (it differs in {', '.join(diff)}): "
+                         f"start another ledger, or remove the folder")
+    return run
+
+
 def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 1, 2), names: list[str] | None = None,
                   out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
-                  progress: bool = False, verbose: bool = True, **train_kw) -> dict:
+                  progress: bool = False, verbose: bool = True, ledger: str | os.PathLike | None = None,
+                  **train_kw) -> dict:
     """Train each model of ``names`` (default: all of ``compared()``) once per seed at its ``budget``; score each
     run on every validation and test piece. Returns the results file's content: ``profile``, ``seeds``,
     ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
     ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: exercise 11.1),
-    ``steps``, ``best_step``, ``seconds`` and ``params``. Runs go to ``out_dir/seed-<s>/<name>`` and resume."""
+    ``steps``, ``best_step``, ``seconds`` and ``params``. Runs go to ``out_dir/seed-<s>/<name>`` and resume.
+
+    With ``ledger`` (a folder), a run already there is taken as it is, and each run finished here is written
+    there at once; its runs, taken or trained, carry ``made``: the commit, device, versions and date of the
+    process that trained them."""
+    from .hub import provenance
+
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     counts = {s: [len(encode(q.pitches)) - 1 for q in data[s]] for s in ("valid", "test")}
     models: dict[str, list[dict]] = {}
     for name in names or list(compared()):
         for seed in seeds:
-            run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
-            model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)
-            per = {s: piece_nlls(model, data[s])[0].tolist() for s in ("valid", "test")}
-            models.setdefault(name, []).append({
-                "seed": seed, "valid_nll": sum(per["valid"]) / sum(counts["valid"]),
-                "test_nll": sum(per["test"]) / sum(counts["test"]), "valid_pieces": per["valid"],
-                "test_pieces": per["test"], "steps": hist.step[-1] if hist.step else 0, "best_step": hist.best_step,
-                "seconds": hist.seconds, "params": n_params(model)})
+            key = run_key(name, p, seed, data, **train_kw) if ledger is not None else None
+            run = ledger_run(ledger, key) if ledger is not None else None
+            if run is None:
+                run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
+                model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)
+                per = {s: piece_nlls(model, data[s])[0].tolist() for s in ("valid", "test")}
+                run = {"seed": seed, "valid_nll": sum(per["valid"]) / sum(counts["valid"]),
+                       "test_nll": sum(per["test"]) / sum(counts["test"]), "valid_pieces": per["valid"],
+                       "test_pieces": per["test"], "steps": hist.step[-1] if hist.step else 0,
+                       "best_step": hist.best_step, "seconds": hist.seconds, "params": n_params(model)}
+                if ledger is not None:
+                    made = {k: v for k, v in provenance(model_device(model)).items() if k != "command"}
+                    text = json.dumps({**run, "key": key, "made": made}, indent=1) + "\n"
+                    atomic_write(ledger_path(ledger, name, seed), lambda tmp: Path(tmp).write_text(text))
+                    run["made"] = made
+                how = f"{hist.seconds:.0f} s"
+            else:
+                how = f"from the ledger, made {run['made']['date']}"
+                run = {k: v for k, v in run.items() if k != "key"}
+            models.setdefault(name, []).append(run)
             if verbose:
-                print(f"{name:>19s} seed {seed}: valid NLL {models[name][-1]['valid_nll']:.3f} "
-                      f"({hist.seconds:.0f} s)", flush=True)
+                print(f"{name:>19s} seed {seed}: valid NLL {run['valid_nll']:.3f} ({how})", flush=True)
     return {"profile": p.name, "seeds": list(seeds), "train_overrides": train_kw, "data": data.source,
             "pieces": counts, "models": models}
 

@@ -246,3 +246,74 @@ def test_the_shipped_comparison_file_matches_todays_models_and_adds_up():
                 assert nll == pytest.approx(r[f"{split}_nll"], rel=1e-9), (name, split)
             assert r["steps"] == res["train_overrides"]["max_steps"] and 0 < r["best_step"] <= r["steps"]
             assert r["params"] == params, name
+
+
+def test_a_ledger_keeps_each_finished_run_and_takes_it_back(chorales, tmp_path, monkeypatch):
+    """compare_seeds with a ledger writes each run at once; a second call trains nothing and returns the same
+    scores; a ledger file of another experiment (here: another budget) is refused, not mixed in."""
+    import json
+
+    from musictx_lite.io.data import Splits
+
+    data = Splits(chorales.train, chorales.valid[:3], chorales.test[:2], chorales.source)
+    ledger = tmp_path / "ledger"
+    first = C.compare_seeds(data, "smoke", seeds=(0, 1), names=["lstm"], out_dir=tmp_path / "runs",
+                            verbose=False, ledger=ledger, max_steps=3)
+    files = sorted(p.name for p in ledger.iterdir())
+    assert files == ["lstm.seed-0.json", "lstm.seed-1.json"]
+    saved = json.loads((ledger / "lstm.seed-1.json").read_text())
+    assert saved["key"]["train_config"]["seed"] == 1 and saved["key"]["train_config"]["max_steps"] == 3
+    assert saved["key"]["code"] == C.code_fingerprint() and "commit" in saved["made"]
+
+    def no_training(*args, **kw):
+        raise AssertionError("a run in the ledger was trained again")
+
+    monkeypatch.setattr(C, "train_compared", no_training)
+    again = C.compare_seeds(data, "smoke", seeds=(0, 1), names=["lstm"], verbose=False, ledger=ledger,
+                            max_steps=3)
+    for a, b in zip(first["models"]["lstm"], again["models"]["lstm"]):
+        assert a["valid_pieces"] == b["valid_pieces"] and a["test_nll"] == b["test_nll"] and a["seed"] == b["seed"]
+    with pytest.raises(ValueError, match="another experiment .*train_config"):
+        C.compare_seeds(data, "smoke", seeds=(0,), names=["lstm"], verbose=False, ledger=ledger, max_steps=4)
+    (ledger / "lstm.seed-0.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not a ledger file"):
+        C.compare_seeds(data, "smoke", seeds=(0,), names=["lstm"], verbose=False, ledger=ledger, max_steps=3)
+
+
+def test_the_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    root, src = tmp_path / "pkg", Path(C.__file__).resolve().parents[1]
+    for part in C.RUN_CODE:                                            # a copy of the code a run executes
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        if (src / part).is_dir():
+            shutil.copytree(src / part, root / part)
+        else:
+            shutil.copy(src / part, root / part)
+    before = C.code_fingerprint(root)
+    assert before == C.code_fingerprint()                              # the copy is the package's code
+    f = root / "experiments" / "training.py"
+    text = f.read_text()
+    f.write_text(text.replace('"""Linear warmup', '"""A reworded docstring. Linear warmup', 1) + "\n# a comment\n")
+    assert C.code_fingerprint(root) == before
+    f.write_text(text.replace("(step + 1) / cfg.warmup_steps", "step / cfg.warmup_steps", 1))
+    assert C.code_fingerprint(root) != before
+
+
+def test_cli_compare_fills_a_ledger_and_exports_where_its_runs_were_made(jsb_path, tmp_path, capsys):
+    import json
+
+    from musictx_lite.__main__ import main
+
+    ledger, out = tmp_path / "ledger", tmp_path / "results.json"
+    common = ["compare", "--profile", "smoke", "--steps", "2", "--models", "lstm", "--out", str(tmp_path / "runs"),
+              "--data", str(jsb_path), "--ledger", str(ledger), "--quiet"]
+    main(common + ["--seeds", "1"])                                    # one machine's session: seed 0
+    assert [p.name for p in ledger.iterdir()] == ["lstm.seed-0.json"]
+    main(common + ["--seeds", "2", "--export", str(out)])             # the next: seed 1, then the file
+    assert "from the ledger" in capsys.readouterr().out
+    res = json.loads(out.read_text())
+    assert [r["seed"] for r in res["models"]["lstm"]] == [0, 1] and all("made" not in r for r in res["models"]["lstm"])
+    assert res["ledger"]["runs"] == 2 and res["ledger"]["code"] == C.code_fingerprint()
+    assert res["ledger"]["first"] <= res["ledger"]["last"] and len(res["ledger"]["device"]) == 1
