@@ -363,7 +363,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
         made = [r.pop("made") for runs in results["models"].values() for r in runs if "made" in r]
         if made:                                    # where the ledger's runs were trained, and when
             results["ledger"] = {"runs": len(made), "code": code_fingerprint(),
-                                 **{k: sorted({m[k] for m in made}) for k in ("commit", "device", "torch")},
+                                 **{k: sorted({m[k] for m in made}) for k in ("commit", "device", "torch", "precision")},
                                  "first": min(m["date"] for m in made), "last": max(m["date"] for m in made)}
         _write_results(a.export, {**({"note": a.note} if a.note else {}), **results}, device, commit)
 

@@ -39,7 +39,7 @@ from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
 from .sample import generate, prompt_from
 from ..models.tasks import evaluate_nll, piece_nlls, token_nll
 from ..io.tokens import VOCAB_SIZE, decode, encode
-from .training import History, TrainConfig, train
+from .training import History, TrainConfig, precision, train
 
 # the size classes (``profiles.SIZES``) that stay one layer deep, as chapters 1, 3 and 4 built them: the
 # LSTMs, and the attention layers with no residual block around them (stacked without residuals they were
@@ -341,7 +341,8 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
                        "test_pieces": per["test"], "steps": hist.step[-1] if hist.step else 0,
                        "best_step": hist.best_step, "seconds": hist.seconds, "params": n_params(model)}
                 if ledger is not None:
-                    made = {k: v for k, v in provenance(model_device(model)).items() if k != "command"}
+                    made = {**{k: v for k, v in provenance(model_device(model)).items() if k != "command"},
+                            "precision": precision(model_device(model), budget(name, p)[1].cpu_bf16)}
                     text = json.dumps({**run, "key": key, "made": made}, indent=1) + "\n"
                     atomic_write(ledger_path(ledger, name, seed), lambda tmp: Path(tmp).write_text(text))
                     run["made"] = made

@@ -143,7 +143,8 @@ PROFILES = {
 # - a context of 256 tokens (64 sixteenths, 4 bars), a width of 128 and 4 layers: about 0.9M weights;
 #   512 tokens, which sees the bars that repeat 4 to 8 bars back, scored no better (``ABLATION``);
 #   at the full budget neither 512 tokens nor a width of 192 (dropout 0.15) beat it (``hub.TRIED``);
-# - bf16 autocast on CPUs that have it (1.6x faster here), AMP on CUDA;
+# - bf16 autocast on CPUs that have it in hardware (1.6x faster on an AVX512-BF16 CPU; on an AVX2 CPU bf16 is
+#   emulated, 9x slower, so ``training.cpu_has_bf16`` keeps float32 there), AMP on CUDA;
 # - last, distillation (``reproduce jsb --distil 3``, ``distil``): a student of the same size trained on
 #   the mean predictions of several runs; the mean of seven runs scores far below any one of them.
 RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1,

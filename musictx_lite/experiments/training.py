@@ -51,7 +51,7 @@ class TrainConfig:
     transpose: bool = False            # augment: shift each crop by a random in-range transposition
     keep_best: bool = False            # end with the weights of the best periodic evaluation
     patience: int | None = None        # stop after this many evaluations without a new best (None: never)
-    cpu_bf16: bool = False             # bf16 autocast on a CPU that supports it (CUDA always uses AMP)
+    cpu_bf16: bool = False             # bf16 autocast on a CPU that has it in hardware (CUDA always uses AMP)
     micro_batch: int | None = None     # crops per forward pass, the gradients accumulated (None: a rank's batch)
     teachers: tuple[str, ...] = ()     # distil (``distil``): run directories of trained models whose mean ...
     teacher_weight: float = 1.0        # ... probabilities, this much of each target (the rest: the one-hot target)
@@ -110,16 +110,37 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bf16 in hardware (AVX-512 or AMX, as oneDNN asks). On an AVX2 CPU oneDNN
+    emulates it: a step of the recipe's relative model took 9x as long as in float32 on a 2-core AVX2 EPYC,
+    and its LSTM has no bf16 kernel there at all."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(check()) if check is not None else False
+    except RuntimeError:
+        return False
+
+
+def precision(device: torch.device | str, cpu_bf16: bool = False) -> str:
+    """What ``train`` computes in on ``device``: 'bfloat16', 'float16' (autocast, float32 weights) or 'float32'."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return "bfloat16" if cpu_bf16 and cpu_has_bf16() else "float32"
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return "float32"
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
 def _amp(device: torch.device, cpu_bf16: bool = False):
     """Mixed precision on CUDA (bf16 where supported, else fp16 with a grad scaler); bf16 on a CPU
-    with ``cpu_bf16`` (about 1.6x faster on an AVX512-BF16 CPU; the weights stay float32)."""
-    if device.type == "cpu" and cpu_bf16:
-        return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)), None
-    if device.type != "cuda" or not torch.cuda.is_available():
+    with ``cpu_bf16`` where the CPU has it (about 1.6x faster on an AVX512-BF16 CPU; the weights stay
+    float32), float32 on other CPUs, where bf16 is emulated and slower."""
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(precision(device, cpu_bf16))
+    if dtype is None:
         return contextlib.nullcontext, None
-    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
-    return (lambda: torch.autocast("cuda", dtype=dtype)), scaler
+    kind = torch.device(device).type
+    return (lambda: torch.autocast(kind, dtype=dtype)), scaler
 
 
 def _save(path: Path, state: dict) -> None:

@@ -264,6 +264,7 @@ def test_a_ledger_keeps_each_finished_run_and_takes_it_back(chorales, tmp_path, 
     saved = json.loads((ledger / "lstm.seed-1.json").read_text())
     assert saved["key"]["train_config"]["seed"] == 1 and saved["key"]["train_config"]["max_steps"] == 3
     assert saved["key"]["code"] == C.code_fingerprint() and "commit" in saved["made"]
+    assert saved["made"]["precision"] == "float32"                    # the smoke budget asks for no bf16
 
     def no_training(*args, **kw):
         raise AssertionError("a run in the ledger was trained again")

@@ -8,7 +8,7 @@ import torch.nn as nn
 from musictx_lite import ModelConfig, TrainConfig, build_model, evaluate_nll, load_checkpoint, train
 from musictx_lite.io.tokens import BOS, PAD, VOCAB_SIZE
 from musictx_lite.models.tasks import Crops
-from musictx_lite.experiments.training import lr_at
+from musictx_lite.experiments.training import cpu_has_bf16, lr_at
 
 SMALL = ModelConfig(n_embd=24, n_heads=2, context=32)
 
@@ -277,6 +277,7 @@ def test_patience_stops_a_run_that_does_not_improve(chorales):
     assert h.stopped_early and h.step[-1] < 40 and len(h.eval_step) >= 2
 
 
+@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no bf16 in hardware: training keeps float32")
 def test_cpu_bf16_trains_with_float32_weights(chorales):
     """bf16 autocast computes the steps (the losses differ from float32's in the third digit, not the first)
     while the weights stay float32."""
@@ -295,3 +296,25 @@ def test_transpose_is_for_next_token_models_only(chorales):
     m = build_model("fill", SMALL)
     with pytest.raises(ValueError, match="next-token"):
         train(m, chorales, cfg(max_steps=2, transpose=True), progress=False)
+
+
+@pytest.mark.parametrize("hardware", [True, False])
+def test_cpu_bf16_only_where_the_cpu_has_it(chorales, monkeypatch, hardware):
+    """cpu_bf16 asks for bf16 autocast; a CPU without bf16 in hardware (where oneDNN emulates it, several times
+    slower, and has no bf16 LSTM) trains in float32 instead: the same steps as cpu_bf16=False, bit for bit."""
+    from musictx_lite.experiments import training
+
+    monkeypatch.setattr(training, "cpu_has_bf16", lambda: hardware)
+    autocast, scaler = training._amp(torch.device("cpu"), cpu_bf16=True)
+    with autocast():
+        assert torch.is_autocast_enabled("cpu") is hardware and scaler is None
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == (torch.bfloat16 if hardware else torch.float32)
+    assert training.precision("cpu", True) == ("bfloat16" if hardware else "float32")
+    assert training.precision("cpu", False) == "float32"
+    if not hardware:                                  # float32 instead: exactly the run without cpu_bf16
+        losses = []
+        for bf16 in (True, False):
+            torch.manual_seed(0)
+            m = build_model("lstm", SMALL)
+            losses.append(train(m, chorales, cfg(max_steps=3, eval_every=3, cpu_bf16=bf16), progress=False).train_loss)
+        assert losses[0] == losses[1]
