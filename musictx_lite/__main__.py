@@ -341,7 +341,7 @@ def _write_results(path: str, content: dict, device, commit: str) -> None:
 def cmd_compare(a: argparse.Namespace) -> None:
     """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
     from . import get_profile, load_jsb
-    from .experiments.compare import code_fingerprint, compare_seeds, format_seeds
+    from .experiments.compare import code_fingerprint, compare_seeds, compared, format_seeds
     from .experiments.hub import git_commit
 
     _check_writable(a.out, "--out", directory=True)
@@ -356,9 +356,18 @@ def cmd_compare(a: argparse.Namespace) -> None:
     if a.ledger is not None:
         _check_writable(a.ledger, "--ledger", directory=True)
         print(f"ledger: {a.ledger} (runs found there are taken, runs finished here are added)")
+    if a.claim and a.ledger is None:
+        raise ValueError("--claim shares the runs of a --ledger: name one")
     results = compare_seeds(data, p, range(a.seeds), a.models, a.out, device, progress=not a.quiet,
-                            ledger=a.ledger, **over)
+                            ledger=a.ledger, claims=a.claim, **over)
     print(format_seeds(results))
+    missing = [f"{n} seed {s}" for n in a.models or compared() for s in range(a.seeds)
+               if s not in {r["seed"] for r in results["models"].get(n, [])}]
+    if missing:                                     # held by other processes (--claim)
+        print(f"{len(missing)} run(s) held by other processes: {', '.join(missing)}")
+        if a.export is not None:
+            raise ValueError(f"not exported: {len(missing)} run(s) are not in the ledger yet; run the same "
+                             f"command again when the other processes have finished")
     if a.export is not None:
         made = [r.pop("made") for runs in results["models"].values() for r in runs if "made" in r]
         if made:                                    # where the ledger's runs were trained, and when
@@ -494,6 +503,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="a folder of finished runs, one file each: runs found there are taken, runs finished here "
                         "are added at once (a comparison longer than one machine's session, or split between "
                         "processes with --models)")
+    m.add_argument("--claim", action="store_true",
+                   help="share the --ledger's unfinished runs with other processes: each claims a run before it "
+                        "trains it and skips those another holds (several processes on one GPU)")
     m.set_defaults(func=cmd_compare)
 
     u = sub.add_parser("budget", help="estimated training time of every model on a Colab T4, per profile")

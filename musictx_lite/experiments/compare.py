@@ -21,9 +21,11 @@ one ledger with different models.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -261,6 +263,7 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
 RUN_CODE = ("models", "experiments/training.py", "io/tokens.py", "io/data.py", "device.py")
 
 
+@functools.lru_cache(maxsize=None)                                      # once per process: the code it loaded
 def code_fingerprint(root: str | os.PathLike | None = None) -> str:
     """sha256 of what ``RUN_CODE`` (under ``root``, default this package) does: each module's syntax tree without
     docstrings, so that comments and docstrings may change while a ledger fills, and any change to the code may
@@ -310,10 +313,40 @@ def ledger_run(ledger: str | os.PathLike, key: dict) -> dict | None:
     return run
 
 
+def claim(ledger: str | os.PathLike, name: str, seed: int) -> bool:
+    """Claim run (``name``, ``seed``) of ``ledger`` for this process: True where it is this process's to train,
+    False where another process holds it (a live one on this machine, or one on another machine sharing the
+    folder). A claim is a file beside the run's, removed when the run is written; one left by a process
+    that died on this machine is taken over."""
+    path, me = ledger_path(ledger, name, seed).with_suffix(".claim"), f"{socket.gethostname()} {os.getpid()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        host, _, pid = path.read_text().partition(" ")
+        if host != socket.gethostname() or not pid.isdigit() or _alive(int(pid)):
+            return False
+        path.write_text(me)                                              # its process is gone: take it over
+        return True
+    with os.fdopen(fd, "w") as f:
+        f.write(me)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:                                              # alive, another user's
+        return True
+    return True
+
+
 def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 1, 2), names: list[str] | None = None,
                   out_dir: str | os.PathLike | None = None, device: torch.device | str | None = None,
                   progress: bool = False, verbose: bool = True, ledger: str | os.PathLike | None = None,
-                  **train_kw) -> dict:
+                  claims: bool = False, **train_kw) -> dict:
     """Train each model of ``names`` (default: all of ``compared()``) once per seed at its ``budget``; score each
     run on every validation and test piece. Returns the results file's content: ``profile``, ``seeds``,
     ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
@@ -322,7 +355,8 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
 
     With ``ledger`` (a folder), a run already there is taken as it is, and each run finished here is written
     there at once; its runs, taken or trained, carry ``made``: the commit, device, versions and date of the
-    process that trained them."""
+    process that trained them. With ``claims`` too, several processes share the ledger's unfinished runs
+    (``claim``): a run another process holds is skipped, so the result may lack runs."""
     from .hub import provenance
 
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
@@ -332,6 +366,10 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
         for seed in seeds:
             key = run_key(name, p, seed, data, **train_kw) if ledger is not None else None
             run = ledger_run(ledger, key) if ledger is not None else None
+            if run is None and claims and not claim(ledger, name, seed):
+                if verbose:
+                    print(f"{name:>19s} seed {seed}: held by another process", flush=True)
+                continue
             if run is None:
                 run_dir = None if out_dir is None else Path(out_dir) / f"seed-{seed}"
                 model, hist = train_compared(name, data, p, run_dir, device, progress, seed=seed, **train_kw)
@@ -345,6 +383,7 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
                             "precision": precision(model_device(model), budget(name, p)[1].cpu_bf16)}
                     text = json.dumps({**run, "key": key, "made": made}, indent=1) + "\n"
                     atomic_write(ledger_path(ledger, name, seed), lambda tmp: Path(tmp).write_text(text))
+                    ledger_path(ledger, name, seed).with_suffix(".claim").unlink(missing_ok=True)
                     run["made"] = made
                 how = f"{hist.seconds:.0f} s"
             else:

@@ -318,3 +318,53 @@ def test_cli_compare_fills_a_ledger_and_exports_where_its_runs_were_made(jsb_pat
     assert [r["seed"] for r in res["models"]["lstm"]] == [0, 1] and all("made" not in r for r in res["models"]["lstm"])
     assert res["ledger"]["runs"] == 2 and res["ledger"]["code"] == C.code_fingerprint()
     assert res["ledger"]["first"] <= res["ledger"]["last"] and len(res["ledger"]["device"]) == 1
+
+
+def test_processes_sharing_a_ledger_claim_each_run_once(chorales, tmp_path):
+    """claim: the first process to claim a run trains it; a run held by a live process (here, this test's
+    parent) is skipped, one held by a process that died on this machine is taken over, and a claim from
+    another machine is left alone. A written run's claim is removed."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from musictx_lite.io.data import Splits
+
+    ledger, host = tmp_path / "ledger", socket.gethostname()
+    assert C.claim(ledger, "lstm", 0) and not C.claim(ledger, "lstm", 0)          # ours now, not twice
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    (ledger / "lstm.seed-1.claim").write_text(f"{host} {dead}")
+    assert C.claim(ledger, "lstm", 1)                                               # its process is gone
+    (ledger / "lstm.seed-2.claim").write_text(f"another-machine {os.getpid()}")
+    assert not C.claim(ledger, "lstm", 2)
+
+    data = Splits(chorales.train, chorales.valid[:2], chorales.test[:2], chorales.source)
+    for f in ledger.iterdir():
+        f.unlink()
+    (ledger / "lstm.seed-0.claim").write_text(f"{host} {os.getppid()}")          # a live process holds seed 0
+    res = C.compare_seeds(data, "smoke", seeds=(0, 1), names=["lstm"], verbose=False, ledger=ledger,
+                          claims=True, max_steps=2)
+    assert [r["seed"] for r in res["models"]["lstm"]] == [1]
+    assert sorted(p.name for p in ledger.iterdir()) == ["lstm.seed-0.claim", "lstm.seed-1.json"]
+
+
+def test_cli_compare_exports_only_a_complete_ledger(jsb_path, tmp_path, capsys):
+    import os
+    import socket
+
+    from musictx_lite.__main__ import main
+
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    (ledger / "lstm.seed-1.claim").write_text(f"{socket.gethostname()} {os.getppid()}")
+    args = ["compare", "--profile", "smoke", "--steps", "2", "--models", "lstm", "--seeds", "2", "--out",
+            str(tmp_path / "runs"), "--data", str(jsb_path), "--ledger", str(ledger), "--claim", "--quiet",
+            "--export", str(tmp_path / "r.json")]
+    with pytest.raises(SystemExit, match="error: not exported: 1 run"):
+        main(args)
+    assert "held by other processes: lstm seed 1" in capsys.readouterr().out
+    assert (ledger / "lstm.seed-0.json").exists() and not (tmp_path / "r.json").exists()
+    with pytest.raises(SystemExit, match="error: --claim shares the runs of a --ledger"):
+        main([a for a in args if a not in ("--ledger", str(ledger))])

@@ -1,0 +1,28 @@
+"""scripts/time_recipe.py: the recipe's seconds per step on this device, projected and scaled to a T4."""
+import json
+
+import pytest
+
+from scripts import time_recipe as TR
+
+
+@pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", 989), ("Tesla T4", 65), ("NVIDIA A100-SXM4-40GB", 312),
+                                        ("NVIDIA H200", 989), ("NVIDIA L4", 121), ("cpu: AMD EPYC, 2 cores", None)])
+def test_the_peak_of_a_gpu_is_read_from_its_name(name, peak):
+    assert TR.peak_of(name) == peak
+
+
+def test_timing_file_projects_each_model_to_its_budget(jsb_path, tmp_path, capsys):
+    from musictx_lite.experiments.profiles import t4_minutes
+    from musictx_lite.experiments.reproduce import JSB_MODELS
+
+    out = tmp_path / "timing.json"
+    assert TR.main(["--steps", "2", "--profile", "smoke", "--data", str(jsb_path), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert [r["model"] for r in res["rows"]] == [n for n, _ in JSB_MODELS]
+    assert res["command"].startswith("python -m scripts.time_recipe --steps 2") and res["commit"] and res["peak_tflops"] is None         # a CPU: nothing to scale
+    for r in res["rows"]:
+        assert r["steps"] == 2 and r["s_per_step"] == pytest.approx(r["seconds"] / 2, rel=0.01)
+        assert r["budget_minutes_here"] == pytest.approx(r["s_per_step"] * r["budget_steps"] / 60)
+        assert r["t4_minutes_scaled"] is None and r["t4_minutes_cost_model"] == t4_minutes(r["model"], "smoke")
+    assert "wrote" in capsys.readouterr().out
