@@ -139,6 +139,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 TARGET = 0.335                  # the paper's best JSB model; the shipped relative model is tested against it
+BEST_TARGET = 0.32              # the book's target for its best shipped model, past the paper's best
 
 
 def format_paper_table(shipped: list[dict], live: list[dict] = (), recomputed: bool = True) -> str:
