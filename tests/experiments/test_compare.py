@@ -368,3 +368,30 @@ def test_cli_compare_exports_only_a_complete_ledger(jsb_path, tmp_path, capsys):
     assert (ledger / "lstm.seed-0.json").exists() and not (tmp_path / "r.json").exists()
     with pytest.raises(SystemExit, match="error: --claim shares the runs of a --ledger"):
         main([a for a in args if a not in ("--ledger", str(ledger))])
+
+
+def test_the_committed_ledger_holds_one_comparison():
+    """results/compare-3000, the comparison at 3,000 steps filled run by run: every file is the run its name
+    says, of one budget, data and code, and its pieces add up to its NLLs."""
+    import json
+    from pathlib import Path
+
+    ledger = Path(__file__).resolve().parents[2] / "results" / "compare-3000"
+    files = sorted(ledger.glob("*.seed-*.json"))
+    if not files:
+        pytest.skip("no committed ledger")
+    from musictx_lite.experiments.hub import HERE
+
+    runs = [json.loads(f.read_text()) for f in files]
+    tokens = json.loads((HERE / "compare.json").read_text())["pieces"]     # per piece of the official split
+    for f, run in zip(files, runs):
+        name, seed = f.name[:-len(".json")].rsplit(".seed-", 1)
+        assert run["key"]["model"] == name and run["key"]["train_config"]["seed"] == run["seed"] == int(seed)
+        assert run["key"]["train_config"]["max_steps"] == 3000 and run["steps"] <= 3000 and run["made"]["date"]
+        for split in ("valid", "test"):
+            assert sum(run[f"{split}_pieces"]) / sum(tokens[split]) == pytest.approx(run[f"{split}_nll"], rel=1e-9)
+        assert name in C.compared()
+    same = [{k: v for k, v in r["key"].items() if k not in ("model", "model_config")} for r in runs]
+    for s in same:
+        s["train_config"] = {k: v for k, v in s["train_config"].items() if k not in ("seed",)}
+    assert all(s == same[0] for s in same[1:])         # one comparison: one training budget, data and code

@@ -26,3 +26,24 @@ def test_timing_file_projects_each_model_to_its_budget(jsb_path, tmp_path, capsy
         assert r["budget_minutes_here"] == pytest.approx(r["s_per_step"] * r["budget_steps"] / 60)
         assert r["t4_minutes_scaled"] is None and r["t4_minutes_cost_model"] == t4_minutes(r["model"], "smoke")
     assert "wrote" in capsys.readouterr().out
+
+
+def test_a_shipped_timing_adds_up():
+    """recipe-timing.json, which chapter 11 prints where a release ships it: the recipe's models at the paper
+    profile's budget, each projection its rate times the budget, each T4 figure scaled by the peaks' ratio."""
+    from musictx_lite.experiments.compare import budget
+    from musictx_lite.experiments.hub import HERE
+    from musictx_lite.experiments.reproduce import JSB_MODELS
+
+    path = HERE / "recipe-timing.json"
+    if not path.exists():
+        pytest.skip("this release ships no GPU timing (python -m scripts.time_recipe makes it)")
+    res = json.loads(path.read_text())
+    assert res["profile"] == "paper" and res["command"].startswith("python -m scripts.time_recipe")
+    assert [r["model"] for r in res["rows"]] == [n for n, _ in JSB_MODELS]
+    for r in res["rows"]:
+        assert r["budget_steps"] == budget(r["model"], "paper")[1].max_steps
+        assert r["budget_minutes_here"] == pytest.approx(r["seconds"] / r["steps"] * r["budget_steps"] / 60)
+        if res["peak_tflops"]:
+            assert r["t4_minutes_scaled"] == pytest.approx(r["budget_minutes_here"] * res["peak_tflops"]
+                                                           / res["t4_peak_tflops"])
