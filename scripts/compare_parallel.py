@@ -48,6 +48,12 @@ def runs_done(ledger: Path) -> int:
     return len(list(ledger.glob("*.seed-*.json"))) if ledger.is_dir() else 0
 
 
+def _hear_ctrl_c() -> None:
+    """In a worker, before it starts: Ctrl-C as Python's default. A command started in the background by a shell
+    ignores SIGINT, and its children inherit that; a worker that ignored it could not write its checkpoint."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop(procs: list[subprocess.Popen], grace: float = 60.0) -> None:
     """Ctrl-C to every worker (a run in progress writes its checkpoint), then a kill after ``grace`` seconds."""
     for p in procs:
@@ -75,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/compare", help="the workers' checkpoints (default runs/compare)")
     ap.add_argument("--deadline", type=float, default=None, help="seconds before the workers are stopped")
     ap.add_argument("--copy-to", type=Path, default=None, help="folder for the ledger's archive, the export, logs")
+    ap.add_argument("--grace", type=float, default=60.0,
+                    help="seconds a stopped worker has to write its checkpoint before it is killed (default 60)")
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error("--workers must be at least 1")
@@ -95,12 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     for w in range(args.workers):
         with open(logs / f"worker-{w}.log", "w") as log:
             procs.append(subprocess.Popen(base + ["--claim", "--models"] + names, cwd=ROOT, env=env,
-                                          stdout=log, stderr=subprocess.STDOUT))
+                                          stdout=log, stderr=subprocess.STDOUT, preexec_fn=_hear_ctrl_c))
         time.sleep(2)                                  # claims in turn: worker w starts on the w-th run
     while any(p.poll() is None for p in procs):
         if args.deadline is not None and time.monotonic() - t0 > args.deadline:
             print(f"deadline: {args.deadline:.0f} s; stopping the workers", flush=True)
-            stop(procs)
+            stop(procs, args.grace)
             break
         time.sleep(1)
     total, done = len(names) * args.seeds, runs_done(args.ledger)

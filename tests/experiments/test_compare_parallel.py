@@ -36,6 +36,24 @@ def test_a_deadline_stops_the_workers_and_nothing_is_exported(jsb_path, tmp_path
     assert not (tmp_path / "compare.json").exists()
 
 
+def test_a_worker_stopped_at_the_deadline_writes_its_checkpoint_even_if_started_in_the_background(jsb_path, tmp_path):
+    """A shell starts a background command with SIGINT ignored, and children inherit it: the workers hear Ctrl-C
+    all the same, stop with status 130 and leave a checkpoint (here: a run far too long for the deadline)."""
+    import signal
+
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)                 # as `python -m scripts.compare_parallel &`
+    try:
+        status = CP.main(["--workers", "1", "--profile", "smoke", "--steps", "100000", "--seeds", "1", "--models",
+                          "lstm", "--data", str(jsb_path), "--out", str(tmp_path / "runs"), "--ledger",
+                          str(tmp_path / "ledger"), "--deadline", "15", "--grace", "20", "--export",
+                          str(tmp_path / "compare.json"), "--copy-to", str(tmp_path / "out")])
+    finally:
+        signal.signal(signal.SIGINT, old)
+    record = json.loads((tmp_path / "out" / "compare-parallel.json").read_text())
+    assert status == 1 and record["exit_codes"] == [130] and record["runs_after"] == 0
+    assert (tmp_path / "runs" / "seed-0" / "lstm" / "ckpt.pt").exists()
+
+
 def test_the_costliest_models_go_first():
     assert CP.costliest_first(["attention", "lstm-attention", "fnet-conv"]) == ["lstm-attention", "fnet-conv",
                                                                                 "attention"]
