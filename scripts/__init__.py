@@ -6,7 +6,9 @@
 - ``run_chapters``: every chapter in a fresh runtime of a profile, timed, with its provenance;
 - ``colab_env``: the Colab constraints tested in a fresh environment (Python 3.12), every chapter run in it;
 - ``set_version``: the package's version, in every place that names it;
-- ``bench_ddp``: training speed on one process against several under torchrun (the appendix).
+- ``bench_ddp``: training speed on one process against several under torchrun (the appendix);
+- ``compare_parallel``: several processes fill one comparison ledger (``compare --ledger --claim``), then export it;
+- ``time_recipe``: the recipe's steps timed on the device, projected to its budget and scaled to a T4.
 
 ``setup-env`` (bash) makes the virtual environment. The book's Sphinx extensions live in
 ``book/_ext``, where the book build loads them; ``book_extension`` loads one the same way.
