@@ -263,12 +263,19 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
 RUN_CODE = ("models", "experiments/training.py", "io/tokens.py", "io/data.py", "device.py")
 
 
-@functools.lru_cache(maxsize=None)                                      # once per process: the code it loaded
 def code_fingerprint(root: str | os.PathLike | None = None) -> str:
     """sha256 of what ``RUN_CODE`` (under ``root``, default this package) does: each module's syntax tree without
     docstrings, so that comments and docstrings may change while a ledger fills, and any change to the code may
-    not."""
-    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    not. This package's is read once per process: the code it loaded."""
+    return _loaded_code() if root is None else _fingerprint(Path(root))
+
+
+@functools.lru_cache(maxsize=1)
+def _loaded_code() -> str:
+    return _fingerprint(Path(__file__).resolve().parents[1])
+
+
+def _fingerprint(root: Path) -> str:
     digest = hashlib.sha256()
     files = sorted(f for part in RUN_CODE for f in ((root / part).glob("*.py") if (root / part).is_dir()
                                                      else [root / part]))
