@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     base = [sys.executable, "-m", "musictx_lite", "compare", "--profile", args.profile, "--seeds", str(args.seeds),
             "--out", args.out, "--data", args.data, "--ledger", str(args.ledger), "--quiet"]
     base += ["--steps", str(args.steps)] if args.steps else []
-    logs = args.copy_to or args.ledger.parent
+    logs = args.copy_to or Path(args.out)             # the workers' logs: not into the committed ledger's folder
     logs.mkdir(parents=True, exist_ok=True)
     threads = str(max(1, (os.cpu_count() or 1) // args.workers))
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MUSICTX_PROGRESS": "0"}
