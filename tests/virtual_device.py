@@ -10,7 +10,9 @@ CPU-only test machine never sees that. Inside ``VirtualDevice("cuda")``:
 - an operation that mixes such a tensor with an ordinary CPU tensor (other than
   a 0-dimensional one, which CUDA also accepts) raises ``DeviceMismatch``, as
   CUDA would;
-- ``.cpu()``, ``.item()`` and ``.tolist()`` work as on a real device.
+- ``.cpu()``, ``.item()`` and ``.tolist()`` work as on a real device;
+- ``nn.LSTM`` is checked once per call and computed by the fused CPU kernel
+  (``_lstm_on_cpu``): off the CPU, torch runs it as a loop of small operations.
 
 Unlike ``torch._subclasses.fake_tensor.FakeTensorMode``, which also fakes a
 CUDA device on a CPU build but has no values, this runs whole chapters:
@@ -62,6 +64,8 @@ class _Moves(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if func is torch.lstm and not kwargs and any(isinstance(t, OnDevice) for t in _leaves(args)):
+            return _lstm_on_cpu(self.device, *args)
         if func not in self.MOVES:
             return func(*args, **kwargs)
         if func in (torch.as_tensor, torch.tensor):
@@ -159,6 +163,49 @@ class VirtualDevice(TorchDispatchMode):
         if not (self._is_ours(target) if explicit else bool(on_dev)):
             return out
         return tree_map(lambda t: OnDevice(t, self.device) if isinstance(t, torch.Tensor) else t, out)
+
+
+def _lstm_on_cpu(device: torch.device, input, hx, params, *flags):
+    """``torch.lstm`` (``nn.LSTM``) on the values, in one fused CPU call.
+
+    Off the CPU, ``torch.lstm`` falls back to a loop over time steps of small operations, each of which
+    this module's dispatch mode would intercept: hundreds of times slower. Here the device check is done
+    once on the arguments, the CPU kernel computes the values, and ``_CpuIsland`` carries the gradients."""
+    tensors = [input, *hx, *params]
+    cpu = [t for t in tensors if not isinstance(t, OnDevice) and t.dim() > 0]
+    if cpu:
+        shapes = ", ".join(str(tuple(t.shape)) for t in cpu[:3])
+        raise DeviceMismatch(f"lstm: expected all tensors on {device}, but found CPU tensor(s) of shape {shapes}; "
+                             f"move them with the package's helpers (tensor.to(device))")
+    n_hx = len(hx)
+
+    def lstm(*values):
+        return torch.lstm(values[0], tuple(values[1:1 + n_hx]), list(values[1 + n_hx:]), *flags)
+
+    return _CpuIsland.apply(lstm, device, *tensors)
+
+
+class _CpuIsland(torch.autograd.Function):
+    """``fn`` computed on the CPU values of its arguments, with its own CPU graph for the backward pass;
+    the results, and the gradients handed back, are tensors on the virtual device."""
+
+    @staticmethod
+    def forward(ctx, fn, device, *tensors):
+        values = [t.elem.detach().requires_grad_(t.requires_grad) for t in tensors]
+        with torch.enable_grad():
+            outs = fn(*values)
+        ctx.values, ctx.outs = values, outs
+        return tuple(OnDevice(o.detach(), device) for o in outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        wanted = [v for v in ctx.values if v.requires_grad]
+        pairs = [(o, g.elem if isinstance(g, OnDevice) else g) for o, g in zip(ctx.outs, grads)
+                 if g is not None and o.requires_grad]
+        found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True)
+                     if pairs and wanted else [None] * len(wanted))
+        out = [next(found) if v.requires_grad else None for v in ctx.values]
+        return (None, None, *(None if g is None else OnDevice(g, grads[0].device) for g in out))
 
 
 def _leaves(tree):

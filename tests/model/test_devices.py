@@ -34,6 +34,34 @@ def test_virtual_device_catches_cpu_tensors_fed_to_a_model():
     torch.testing.assert_close(value, ref(x))
 
 
+@pytest.mark.parametrize("name", ["lstm", "lstm-attention"])
+def test_an_lstm_on_the_virtual_device_computes_the_cpu_values_and_gradients(name):
+    """The LSTM runs as one CPU call there (virtual_device._lstm_on_cpu), not hundreds of small ops:
+    its outputs and every gradient equal the CPU's, and a CPU state fed to it still fails."""
+    from musictx_lite import ModelConfig, build_model
+
+    cfg = ModelConfig(n_embd=16, n_layers=2, dropout=0.0, context=16)
+    x = torch.randint(5, 50, (3, 12))
+    torch.manual_seed(0)
+    ref = build_model(name, cfg)
+    ref(x).logsumexp(-1).mean().backward()
+    with VirtualDevice(DEVICE):
+        torch.manual_seed(0)
+        m = build_model(name, cfg).to(DEVICE)
+        y = m(x.to(DEVICE))
+        y.logsumexp(-1).mean().backward()
+        assert y.device.type == DEVICE
+        grads = {n: p.grad.cpu() for n, p in m.named_parameters()}
+        value = y.cpu()
+        h0 = torch.zeros(cfg.n_layers, 3, cfg.n_embd)                    # a CPU state
+        with pytest.raises(DeviceMismatch, match="lstm: expected all tensors"):
+            m.lstm(m.emb(x.to(DEVICE)), (h0, h0.to(DEVICE)))
+    torch.testing.assert_close(value, ref(x))
+    assert grads.keys() == dict(ref.named_parameters()).keys()
+    for n, p in ref.named_parameters():
+        torch.testing.assert_close(grads[n], p.grad, msg=n)
+
+
 @pytest.mark.skipif(os.environ.get("MUSICTX_NBVAL_DEVICE", "virtual") != "virtual",
                     reason="MUSICTX_NBVAL_DEVICE=cpu: nbval runs the chapters on the plain CPU")
 def test_nbval_kernels_run_on_the_pretend_accelerator():
