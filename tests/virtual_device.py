@@ -64,7 +64,9 @@ class _Moves(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
-        if func is torch.lstm and not kwargs and any(isinstance(t, OnDevice) for t in _leaves(args)):
+        # nn.LSTM's call on padded batches, torch.lstm(input, (h0, c0), weights, ...), not the packed one's
+        if (func is torch.lstm and not kwargs and isinstance(args[1], (tuple, list))
+                and any(isinstance(t, OnDevice) for t in _leaves(args))):
             return _lstm_on_cpu(self.device, *args)
         if func not in self.MOVES:
             return func(*args, **kwargs)
@@ -152,9 +154,7 @@ class VirtualDevice(TorchDispatchMode):
         # ops that copy between devices, or only read metadata, may mix devices
         moves = name.startswith(("_to_copy", "copy_", "_copy_from", "lift_fresh", "detach", "alias", "_local_scalar"))
         if on_dev and on_cpu and not moves:
-            shapes = ", ".join(str(tuple(t.shape)) for t in on_cpu[:3])
-            raise DeviceMismatch(f"{name}: expected all tensors on {self.device}, but found CPU tensor(s) of "
-                                 f"shape {shapes}; move them with the package's helpers (tensor.to(device))")
+            raise _mismatch(name, self.device, on_cpu)
         out = func(*args, **kwargs)
         mine = {id(t.elem): t for t in on_dev}
         if any(isinstance(t, torch.Tensor) and id(t) in mine for t in _leaves(out)):
@@ -163,6 +163,12 @@ class VirtualDevice(TorchDispatchMode):
         if not (self._is_ours(target) if explicit else bool(on_dev)):
             return out
         return tree_map(lambda t: OnDevice(t, self.device) if isinstance(t, torch.Tensor) else t, out)
+
+
+def _mismatch(name: str, device: torch.device, on_cpu: list[torch.Tensor]) -> DeviceMismatch:
+    shapes = ", ".join(str(tuple(t.shape)) for t in on_cpu[:3])
+    return DeviceMismatch(f"{name}: expected all tensors on {device}, but found CPU tensor(s) of shape {shapes}; "
+                          f"move them with the package's helpers (tensor.to(device))")
 
 
 def _lstm_on_cpu(device: torch.device, input, hx, params, *flags):
@@ -174,9 +180,7 @@ def _lstm_on_cpu(device: torch.device, input, hx, params, *flags):
     tensors = [input, *hx, *params]
     cpu = [t for t in tensors if not isinstance(t, OnDevice) and t.dim() > 0]
     if cpu:
-        shapes = ", ".join(str(tuple(t.shape)) for t in cpu[:3])
-        raise DeviceMismatch(f"lstm: expected all tensors on {device}, but found CPU tensor(s) of shape {shapes}; "
-                             f"move them with the package's helpers (tensor.to(device))")
+        raise _mismatch("lstm", device, cpu)
     n_hx = len(hx)
 
     def lstm(*values):
