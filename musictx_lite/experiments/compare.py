@@ -320,6 +320,27 @@ def ledger_run(ledger: str | os.PathLike, key: dict) -> dict | None:
     return run
 
 
+def ledger_runs(ledger: str | os.PathLike) -> dict[str, list[dict]]:
+    """The runs finished so far in ``ledger``, per model, by seed: what a comparison that is still filling can
+    already show (its results file is exported only when every run is in). Each run keeps its ``key`` and
+    ``made``. Every file must belong to one comparison: the same data, code and number of steps."""
+    runs: dict[str, list[dict]] = {}
+    first = None
+    for path in sorted(Path(ledger).glob("*.json")):
+        try:
+            run = json.loads(path.read_text())
+            key = run["key"]
+            same = (key["data"], key["code"], key["train_config"]["max_steps"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path} is not a ledger file ({e!r})") from None
+        first = first or (same, path)
+        if same != first[0]:
+            raise ValueError(f"{path} and {first[1].name} belong to different comparisons "
+                             f"(data, code or steps differ): one ledger holds one comparison")
+        runs.setdefault(key["model"], []).append(run)
+    return {name: sorted(r, key=lambda run: run["seed"]) for name, r in runs.items()}
+
+
 def claim(ledger: str | os.PathLike, name: str, seed: int) -> bool:
     """Claim run (``name``, ``seed``) of ``ledger`` for this process: True where it is this process's to train,
     False where another process holds it (a live one on this machine, or one on another machine sharing the

@@ -276,6 +276,16 @@ def test_a_ledger_keeps_each_finished_run_and_takes_it_back(chorales, tmp_path, 
         assert a["valid_pieces"] == b["valid_pieces"] and a["test_nll"] == b["test_nll"] and a["seed"] == b["seed"]
     with pytest.raises(ValueError, match="another experiment .*train_config"):
         C.compare_seeds(data, "smoke", seeds=(0,), names=["lstm"], verbose=False, ledger=ledger, max_steps=4)
+    # what a ledger still filling shows: its runs by model and seed, as trained, claims not counted
+    (ledger / "fnet-conv.seed-0.claim").write_text("host 1")
+    progress = C.ledger_runs(ledger)
+    assert list(progress) == ["lstm"] and [r["seed"] for r in progress["lstm"]] == [0, 1]
+    assert [r["valid_pieces"] for r in progress["lstm"]] == [r["valid_pieces"] for r in first["models"]["lstm"]]
+    other = json.loads((ledger / "lstm.seed-1.json").read_text())
+    other["key"]["train_config"]["max_steps"] = 4                         # a run of another budget
+    (ledger / "fnet-conv.seed-0.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="lstm.seed-0.json and fnet-conv.seed-0.json belong to different comparisons"):
+        C.ledger_runs(ledger)
     (ledger / "lstm.seed-0.json").write_text("{not json")
     with pytest.raises(ValueError, match="not a ledger file"):
         C.compare_seeds(data, "smoke", seeds=(0,), names=["lstm"], verbose=False, ledger=ledger, max_steps=3)
@@ -395,3 +405,4 @@ def test_the_committed_ledger_holds_one_comparison():
     for s in same:
         s["train_config"] = {k: v for k, v in s["train_config"].items() if k not in ("seed",)}
     assert all(s == same[0] for s in same[1:])         # one comparison: one training budget, data and code
+    assert sum(len(r) for r in C.ledger_runs(ledger).values()) == len(files)
