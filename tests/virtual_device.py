@@ -186,6 +186,8 @@ def _lstm_on_cpu(device: torch.device, input, hx, params, *flags):
     def lstm(*values):
         return torch.lstm(values[0], tuple(values[1:1 + n_hx]), list(values[1 + n_hx:]), *flags)
 
+    if not torch.is_grad_enabled():                                     # evaluation: no graph to keep
+        return tuple(OnDevice(o, device) for o in lstm(*(t.elem for t in tensors)))
     return _CpuIsland.apply(lstm, device, *tensors)
 
 
@@ -198,7 +200,7 @@ class _CpuIsland(torch.autograd.Function):
         values = [t.elem.detach().requires_grad_(t.requires_grad) for t in tensors]
         with torch.enable_grad():
             outs = fn(*values)
-        ctx.values, ctx.outs = values, outs
+        ctx.values, ctx.outs, ctx.device = values, outs, device
         return tuple(OnDevice(o.detach(), device) for o in outs)
 
     @staticmethod
@@ -209,7 +211,7 @@ class _CpuIsland(torch.autograd.Function):
         found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True)
                      if pairs and wanted else [None] * len(wanted))
         out = [next(found) if v.requires_grad else None for v in ctx.values]
-        return (None, None, *(None if g is None else OnDevice(g, grads[0].device) for g in out))
+        return (None, None, *(None if g is None else OnDevice(g, ctx.device) for g in out))
 
 
 def _leaves(tree):

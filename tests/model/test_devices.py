@@ -53,6 +53,11 @@ def test_an_lstm_on_the_virtual_device_computes_the_cpu_values_and_gradients(nam
         assert y.device.type == DEVICE
         grads = {n: p.grad.cpu() for n, p in m.named_parameters()}
         value = y.cpu()
+        with torch.no_grad():                                            # evaluation takes another path
+            torch.testing.assert_close(m(x.to(DEVICE)).cpu(), value)
+        out, (h, c) = m.lstm(m.emb(x.to(DEVICE)))
+        c.sum().backward()                                               # a gradient through c_n alone
+        assert all(p.grad is not None for p in m.lstm.parameters())
         h0 = torch.zeros(cfg.n_layers, 3, cfg.n_embd)                    # a CPU state
         with pytest.raises(DeviceMismatch, match="lstm: expected all tensors"):
             m.lstm(m.emb(x.to(DEVICE)), (h0, h0.to(DEVICE)))
