@@ -106,14 +106,19 @@ def pretrained(name: str = "relative", device: torch.device | str | None = None)
 
 
 def git_commit() -> str:
+    """The checkout's commit (marked when it has uncommitted changes); where git cannot say (a copy of the
+    working tree without its history, as on a borrowed GPU machine), ``$MUSICTX_COMMIT`` if set, else unknown."""
+    told = os.environ.get("MUSICTX_COMMIT", "").strip()
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
                              text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path(__file__).parent,
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "") if out.returncode == 0 else "unknown"
+        if out.returncode == 0:
+            return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        pass
+    return f"{told} (as $MUSICTX_COMMIT says)" if told else "unknown"
 
 
 def _device_name(device: torch.device) -> str:

@@ -190,3 +190,23 @@ def test_the_sampler_widget_defaults_to_the_shipped_relative_model(monkeypatch, 
     assert seen["model"].name == "relative" and len(seen["pieces"]) == 5
     ref = pretrained("relative", device="cpu")
     assert all(torch.equal(a.cpu(), b) for a, b in zip(seen["model"].state_dict().values(), ref.state_dict().values()))
+
+
+def test_a_copy_without_git_history_records_the_commit_it_was_told(monkeypatch):
+    """On a borrowed GPU machine the working tree travels without .git: provenance says so, or names
+    the commit that $MUSICTX_COMMIT gives, marked as told; with git, git's answer wins."""
+    from musictx_lite.experiments import hub
+
+    real = hub.git_commit()
+    monkeypatch.setenv("MUSICTX_COMMIT", "abc123")
+    if real != "unknown":                                 # a git checkout: git's answer, the variable ignored
+        assert hub.git_commit() == real
+
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(hub.subprocess, "run", no_git)
+    assert hub.git_commit() == "abc123 (as $MUSICTX_COMMIT says)"
+    assert hub.provenance("cpu")["commit"] == "abc123 (as $MUSICTX_COMMIT says)"
+    monkeypatch.delenv("MUSICTX_COMMIT")
+    assert hub.git_commit() == "unknown"
