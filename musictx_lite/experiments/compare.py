@@ -286,8 +286,19 @@ def _fingerprint(root: Path) -> str:
             if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                     and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
                 node.body = body[1:] or [ast.Pass()]
-        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + _dump(tree).encode() + b"\0")
     return digest.hexdigest()
+
+
+def _dump(node) -> str:
+    """``ast.dump``, the same on every Python: fields that are empty (None, []) are left out, since newer
+    Pythons add some to old nodes (3.12's ``type_params``), and ``ast.dump``'s own output changed in 3.13."""
+    if isinstance(node, ast.AST):
+        fields = (f"{k}={_dump(v)}" for k, v in ast.iter_fields(node) if v is not None and v != [])
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_dump(x) for x in node) + "]"
+    return repr(node)
 
 
 def run_key(name: str, profile: Profile, seed: int, data: Splits, **train_kw) -> dict:

@@ -312,6 +312,23 @@ def test_the_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_p
     assert C.code_fingerprint(root) != before
 
 
+def test_the_code_fingerprint_is_the_same_on_every_python():
+    """Python 3.12 gives every function an empty ``type_params``, and 3.13 changed ``ast.dump``: a ledger
+    filled on two machines (a GPU's Python, a laptop's) must still see one code."""
+    import ast
+
+    tree = ast.parse("def f(x, y=2):\n    return x @ y\nclass A(B):\n    pass\n")
+    before = C._dump(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            node.type_params = []                                        # as 3.12 parses it
+            node._fields = node._fields + ("type_params",)
+    assert C._dump(tree) == before
+    assert before.startswith("Module(body=[FunctionDef(name='f', args=arguments(args=[arg(arg='x')")
+    tree.body[0].body[0].value.op = ast.Add()                           # a change of code is seen
+    assert C._dump(tree) != before
+
+
 def test_cli_compare_fills_a_ledger_and_exports_where_its_runs_were_made(jsb_path, tmp_path, capsys):
     import json
 

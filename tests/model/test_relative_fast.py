@@ -23,7 +23,7 @@ def readable(q, k, v, E):
     """The definition, with the readable skew: softmax((Q K^T + S^rel) / sqrt(d) + causal) V."""
     L, d = q.shape[-2:]
     scores = (q @ k.transpose(-2, -1) + relative_logits_skew(q, E)) / math.sqrt(d)
-    return F.softmax(scores.masked_fill(~causal_mask(L), float("-inf")), dim=-1) @ v
+    return F.softmax(scores.masked_fill(~causal_mask(L, q.device), float("-inf")), dim=-1) @ v
 
 
 def inputs(B, H, L, d, dtype=torch.double, seed=0, device="cpu"):
