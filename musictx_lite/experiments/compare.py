@@ -431,6 +431,8 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
             models.setdefault(name, []).append(run)
             if verbose:
                 print(f"{name:>19s} seed {seed}: valid NLL {run['valid_nll']:.3f} ({how})", flush=True)
+    known = list(compared())                  # the file lists the models in the book's order, whatever order ran
+    models = dict(sorted(models.items(), key=lambda kv: known.index(kv[0]) if kv[0] in known else len(known)))
     return {"profile": p.name, "seeds": list(seeds), "train_overrides": train_kw, "data": data.source,
             "pieces": counts, "models": models}
 
