@@ -369,7 +369,11 @@ def cmd_compare(a: argparse.Namespace) -> None:
             raise ValueError(f"not exported: {len(missing)} run(s) are not in the ledger yet; run the same "
                              f"command again when the other processes have finished")
     if a.export is not None:
-        made = [r.pop("made") for runs in results["models"].values() for r in runs if "made" in r]
+        made = [r["made"] for runs in results["models"].values() for r in runs if "made" in r]
+        for r in (r for runs in results["models"].values() for r in runs):
+            r.pop("rekeyed", None)                  # the ledger's bookkeeping, not the run's
+            if "made" in r:                         # each run keeps where, in what and when it trained
+                r["made"] = {k: r["made"][k] for k in ("device", "precision", "date") if k in r["made"]}
         if made:                                    # where the ledger's runs were trained, and when
             results["ledger"] = {"runs": len(made), "code": code_fingerprint(),
                                  **{k: sorted({m[k] for m in made}) for k in ("commit", "device", "torch", "precision")},

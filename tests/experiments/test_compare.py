@@ -342,7 +342,9 @@ def test_cli_compare_fills_a_ledger_and_exports_where_its_runs_were_made(jsb_pat
     main(common + ["--seeds", "2", "--export", str(out)])             # the next: seed 1, then the file
     assert "from the ledger" in capsys.readouterr().out
     res = json.loads(out.read_text())
-    assert [r["seed"] for r in res["models"]["lstm"]] == [0, 1] and all("made" not in r for r in res["models"]["lstm"])
+    assert [r["seed"] for r in res["models"]["lstm"]] == [0, 1]
+    for r in res["models"]["lstm"]:                                   # each run: where and in what it trained
+        assert set(r["made"]) == {"device", "precision", "date"} and r["made"]["precision"] == "float32"
     assert res["ledger"]["runs"] == 2 and res["ledger"]["code"] == C.code_fingerprint()
     assert res["ledger"]["first"] <= res["ledger"]["last"] and len(res["ledger"]["device"]) == 1
 
