@@ -203,3 +203,14 @@ def t4_minutes(name: str, profile: Profile | str = "gpu") -> float:
     An estimate, not a measurement."""
     p = get_profile(profile) if isinstance(profile, str) else profile
     return (train_flops(name, p) / T4_FLOPS + p.train_config(name).max_steps * T4_STEP_S) / 60
+
+
+def t4_minutes_from(name: str, s_per_step: float, profile: Profile | str = "gpu") -> float:
+    """Estimated minutes to train ``name`` on a T4, from the seconds per step measured on a large GPU. A model
+    this small leaves a large GPU idle: its step is the fixed cost (kernel launches, the optimiser, Python),
+    which a T4 pays too. So the measured step takes the place of ``T4_STEP_S``, and the arithmetic is added at
+    the T4's effective speed, ``train_flops / T4_FLOPS``. It errs long by the large GPU's own arithmetic,
+    which its measured step includes, and short where the T4's host CPU is slower. An estimate, not a
+    measurement."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    return (train_flops(name, p) / T4_FLOPS + p.train_config(name).max_steps * s_per_step) / 60

@@ -25,6 +25,7 @@ def test_timing_file_projects_each_model_to_its_budget(jsb_path, tmp_path, capsy
         assert r["steps"] == 2 and r["s_per_step"] == pytest.approx(r["seconds"] / 2, rel=0.01)
         assert r["budget_minutes_here"] == pytest.approx(r["s_per_step"] * r["budget_steps"] / 60)
         assert r["t4_minutes_scaled"] is None and r["t4_minutes_cost_model"] == t4_minutes(r["model"], "smoke")
+        assert r["t4_minutes_from_step"] is None
     assert "wrote" in capsys.readouterr().out
 
 
@@ -47,3 +48,14 @@ def test_a_shipped_timing_adds_up():
         if res["peak_tflops"]:
             assert r["t4_minutes_scaled"] == pytest.approx(r["budget_minutes_here"] * res["peak_tflops"]
                                                            / res["t4_peak_tflops"])
+
+
+def test_a_t4_estimate_from_a_measured_step_replaces_the_cost_models_fixed_cost():
+    from musictx_lite.experiments.profiles import (T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, t4_minutes_from,
+                                                   train_flops)
+
+    for name in ("relative", "lstm"):
+        assert t4_minutes_from(name, T4_STEP_S, "paper") == pytest.approx(t4_minutes(name, "paper"))
+        steps = get_profile("paper").train_config(name).max_steps
+        assert t4_minutes_from(name, 0.02, "paper") == pytest.approx(
+            (train_flops(name, "paper") / T4_FLOPS + 0.02 * steps) / 60)
