@@ -14,6 +14,8 @@ test may set one at any time; an empty value counts as unset.
     MUSICTX_WIDGETS      live | static: how the widgets draw (default: by where they run)
     MUSICTX_RELATIVE     skew | chunked | flex: how relative global attention is computed
                          (default: chunked on a CPU, skew elsewhere; chapter 8)
+    MUSICTX_COMMIT       the commit of a working tree copied without its git history, for the
+                         records' provenance (git's answer wins where there is one)
 
 and the three that ``torchrun`` sets for each process it starts (the appendix on multi-GPU training):
 
@@ -40,6 +42,11 @@ def device() -> str | None:
 
 def data() -> str:
     return _get("MUSICTX_DATA") or "chorales"
+
+
+def commit() -> str | None:
+    """The commit a copy of the working tree without its git history was made from (a borrowed GPU machine)."""
+    return _get("MUSICTX_COMMIT")
 
 
 def jsb_path() -> str | None:

@@ -5,8 +5,8 @@
 
 Each worker is ``python -m musictx_lite compare --ledger LEDGER --claim``: it claims the ledger's unfinished
 runs one at a time and skips those another worker holds, so the workers share the runs without a plan. They
-all go through the models in one order, the costliest first (by the training seconds the shipped
-``compare.json`` records), so that the longest runs start early. Small models leave a GPU mostly idle:
+all go through the models in one order, the costliest first (``costliest_first``), so that the longest
+runs start early. Small models leave a GPU mostly idle:
 several processes keep it busy.
 
 At ``--deadline`` seconds the workers get Ctrl-C: a run in progress writes its checkpoint (under ``--out``, on
@@ -32,16 +32,26 @@ from pathlib import Path
 from scripts import ROOT
 
 
-def costliest_first(names: list[str]) -> list[str]:
-    """``names``, the costliest to train first, by the shipped comparison's seconds per run (unknown: first)."""
+def costliest_first(names: list[str], profile: str = "paper") -> list[str]:
+    """``names``, the costliest to train first: by the cost model's training FLOPs (``profiles.train_flops``,
+    the same on every device), ties by the seconds per run that the shipped ``compare.json`` records on the
+    device that trained most of its runs (a file from several machines has seconds of different speeds)."""
+    from collections import Counter
+
     from musictx_lite.experiments.hub import HERE
+    from musictx_lite.experiments.profiles import train_flops
 
     try:
-        seconds = {n: max(r["seconds"] for r in runs)
-                   for n, runs in json.loads((HERE / "compare.json").read_text())["models"].items()}
-    except (OSError, ValueError, KeyError):
+        res = json.loads((HERE / "compare.json").read_text())
+        runs = [(n, r) for n, rs in res["models"].items() for r in rs]
+        where = Counter(r.get("made", {}).get("device", res["device"]) for _, r in runs).most_common(1)[0][0]
+        seconds: dict[str, float] = {}
+        for n, r in runs:
+            if r.get("made", {}).get("device", res["device"]) == where:
+                seconds[n] = max(seconds.get(n, 0.0), r["seconds"])
+    except (OSError, ValueError, KeyError, IndexError):
         seconds = {}
-    return sorted(names, key=lambda n: -seconds.get(n, float("inf")))
+    return sorted(names, key=lambda n: (-train_flops(n, profile), -seconds.get(n, 0.0)))
 
 
 def runs_done(ledger: Path) -> int:
@@ -89,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from musictx_lite.experiments.compare import compared
 
-    names = costliest_first(args.models or list(compared()))
+    names = costliest_first(args.models or list(compared()), args.profile)
     base = [sys.executable, "-m", "musictx_lite", "compare", "--profile", args.profile, "--seeds", str(args.seeds),
             "--out", args.out, "--data", args.data, "--ledger", str(args.ledger), "--quiet"]
     base += ["--steps", str(args.steps)] if args.steps else []

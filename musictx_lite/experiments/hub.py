@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from .. import settings
 from ..checkpoint import upgrade_config
 from ..io.data import Splits, atomic_write
 from ..models.registry import MODELS
@@ -108,7 +109,7 @@ def pretrained(name: str = "relative", device: torch.device | str | None = None)
 def git_commit() -> str:
     """The checkout's commit (marked when it has uncommitted changes); where git cannot say (a copy of the
     working tree without its history, as on a borrowed GPU machine), ``$MUSICTX_COMMIT`` if set, else unknown."""
-    told = os.environ.get("MUSICTX_COMMIT", "").strip()
+    told = settings.commit()
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
                              text=True, timeout=10)
