@@ -122,17 +122,22 @@ def cpu_has_bf16() -> bool:
 
 
 def precision(device: torch.device | str, cpu_bf16: bool = False) -> str:
-    """What ``train`` computes in on ``device``: 'bfloat16', 'float16' (autocast, float32 weights) or 'float32'."""
+    """What ``train`` computes in on ``device``: 'bfloat16', 'float16' (autocast, float32 weights) or 'float32'.
+
+    On CUDA, bf16 from Ampere on (compute capability 8.0), whose tensor cores have it; fp16 with a gradient
+    scaler before that. A T4 (7.5, Colab's free GPU) answers yes to ``torch.cuda.is_bf16_supported()``, but
+    emulates bf16 without tensor cores: slower than fp16, which its tensor cores do compute."""
     device = torch.device(device)
     if device.type == "cpu":
         return "bfloat16" if cpu_bf16 and cpu_has_bf16() else "float32"
     if device.type != "cuda" or not torch.cuda.is_available():
         return "float32"
-    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    major, _ = torch.cuda.get_device_capability(device)
+    return "bfloat16" if major >= 8 else "float16"
 
 
 def _amp(device: torch.device, cpu_bf16: bool = False):
-    """Mixed precision on CUDA (bf16 where supported, else fp16 with a grad scaler); bf16 on a CPU
+    """Mixed precision on CUDA (bf16 from Ampere on, else fp16 with a grad scaler: ``precision``); bf16 on a CPU
     with ``cpu_bf16`` where the CPU has it (about 1.6x faster on an AVX512-BF16 CPU; the weights stay
     float32), float32 on other CPUs, where bf16 is emulated and slower."""
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(precision(device, cpu_bf16))

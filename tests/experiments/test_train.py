@@ -318,3 +318,43 @@ def test_cpu_bf16_only_where_the_cpu_has_it(chorales, monkeypatch, hardware):
             m = build_model("lstm", SMALL)
             losses.append(train(m, chorales, cfg(max_steps=3, eval_every=3, cpu_bf16=bf16), progress=False).train_loss)
         assert losses[0] == losses[1]
+
+
+@pytest.mark.parametrize("capability, expected", [((7, 5), "float16"), ((7, 0), "float16"),
+                                                  ((8, 0), "bfloat16"), ((9, 0), "bfloat16")])
+def test_cuda_precision_follows_the_tensor_cores(monkeypatch, capability, expected):
+    """A T4 (7.5) says yes to is_bf16_supported() but emulates bf16: fp16 with a gradient scaler there; bf16
+    from Ampere (8.0) on, without a scaler. ``train`` takes ``_amp(device)``, which asks ``precision(device)``."""
+    import warnings
+
+    from musictx_lite.experiments import training
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)    # as a T4 answers
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert training.precision("cuda") == training.precision("cuda:0", cpu_bf16=True) == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")               # a CPU build's scaler warns that CUDA is missing
+        autocast, scaler = training._amp(torch.device("cuda"))
+    assert isinstance(scaler, torch.amp.GradScaler) if expected == "float16" else scaler is None
+    ctx = autocast()
+    assert ctx.fast_dtype == {"float16": torch.float16, "bfloat16": torch.bfloat16}[expected] and ctx.device == "cuda"
+
+
+@pytest.mark.parametrize("name", ["lstm", "lstm-attention", "relative"])
+def test_a_t4s_fp16_trains_lstms_and_decoders(chorales, monkeypatch, name):
+    """What a T4 runs: fp16 autocast and a gradient scaler between the loss and the step, LSTMs included (the
+    capability faked to a T4's on whatever GPU runs the tests). The first steps of fp16 are often skipped by
+    the scaler while it finds its scale; the weights must still move and every number stay finite."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU: oneDNN on a CPU has no fp16 LSTM primitive")
+    from musictx_lite.experiments import training
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert training.precision("cuda") == "float16"
+    torch.manual_seed(0)
+    m = build_model(name, SMALL)
+    before = [p.detach().clone() for p in m.parameters()]
+    hist = train(m, chorales, cfg(max_steps=40, eval_every=40), device="cuda", progress=False)
+    assert all(math.isfinite(x) for x in hist.train_loss + hist.valid_nll)
+    assert any(not torch.equal(a, b.cpu()) for a, b in zip(before, m.parameters()))
