@@ -4,8 +4,8 @@
 - ``student_notebooks``: the chapters without their solutions, for students;
 - ``build_slides``: a reveal.js deck per chapter from the executed notebooks;
 - ``run_chapters``: every chapter in a fresh runtime of a profile, timed, with its provenance;
-- ``colab_env``: the Colab constraints tested in a fresh environment (Python 3.12), every chapter run in it;
-- ``set_version``: the package's version, in every place that names it;
+- ``colab_env``: the install cell run in an environment built from Colab's published package list (Python 3.13):
+  it adds packages and changes none; then every chapter runs in that environment's kernel;
 - ``bench_ddp``: training speed on one process against several under torchrun (the appendix);
 - ``compare_parallel``: several processes fill one comparison ledger (``compare --ledger --claim``), then export it;
 - ``time_recipe``: the recipe's steps timed on the device, projected to its budget and scaled to a T4.

@@ -7,8 +7,9 @@ A student notebook is its chapter with the reference solutions taken out: every 
 cells stay, with the checker to call where the exercise asks for code. The committed copies in
 ``notebooks/students`` are what the Colab links of the book and the lecturer's guide open;
 ``--check`` (and tests/classroom/test_students.py) fails when they differ from what this script makes.
-``--links`` first points every chapter's link to its student version at the repository and branch
-of ``_config.yml`` (for a semester pinned to a release tag).
+``--links`` first points every chapter's Colab install cell (the package and its constraints) and its
+link to its student version at the repository and branch of ``_config.yml``: the ref the Colab button
+opens is the ref the cell installs (for a semester pinned to a release tag, set the branch to the tag).
 """
 from __future__ import annotations
 
@@ -62,28 +63,44 @@ def student_version(nb: dict) -> dict:
     return out
 
 
-def colab_prefix() -> str:
-    """The Colab address of the student notebooks, from _config.yml's repository URL and branch."""
+def repository() -> tuple[str, str, str]:
+    """_config.yml's repository: its URL, its ``owner/name`` and the branch (or tag) the Colab buttons open."""
     import yaml
 
     repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    slug = repo["url"].split("github.com/", 1)[1].rstrip("/")
-    return f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/notebooks/students/"
+    url = repo["url"].rstrip("/")
+    return url, url.split("github.com/", 1)[1], str(repo["branch"])
+
+
+def colab_prefix() -> str:
+    """The Colab address of the student notebooks, from _config.yml's repository URL and branch."""
+    _, slug, ref = repository()
+    return f"https://colab.research.google.com/github/{slug}/blob/{ref}/notebooks/students/"
 
 
 LINK = re.compile(r"https://colab\.research\.google\.com/github/\S+?/notebooks/students/")
+# the install cell's repository and ref, and the constraints it fetches from the same ref
+INSTALL_REF = re.compile(r'repo, ref = "[^"]+", "[^"]+"')
+INSTALL_PINS = re.compile(r'pins = f"https://raw\.githubusercontent\.com/[^/"]+/[^/"]+/\{ref\}/')
 
 
 def relink(path: Path) -> bool:
-    """Point the chapter's link to its student version at _config.yml's branch; True if it changed."""
+    """Point the chapter's install cell and its link to its student version at _config.yml's repository and
+    branch; True if it changed."""
     import nbformat
 
+    url, slug, ref = repository()
     nb = nbformat.read(path, as_version=4)
     changed = False
     for cell in nb.cells:
         if cell.cell_type == "markdown" and LINK.search(cell.source):
             new = LINK.sub(colab_prefix(), cell.source)
-            changed, cell.source = changed or new != cell.source, new
+        elif cell.cell_type == "code" and INSTALL_REF.search(cell.source):
+            new = INSTALL_REF.sub(f'repo, ref = "{url}", "{ref}"', cell.source)
+            new = INSTALL_PINS.sub(f'pins = f"https://raw.githubusercontent.com/{slug}/{{ref}}/', new)
+        else:
+            continue
+        changed, cell.source = changed or new != cell.source, new
     if changed:
         nbformat.write(nb, path)
     return changed
@@ -100,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "notebooks" / "students")
     ap.add_argument("--check", action="store_true", help="fail if a committed student notebook is stale")
     ap.add_argument("--links", action="store_true",
-                    help="first point each chapter's student link at _config.yml's repository and branch")
+                    help="first point each chapter's install cell and student link at _config.yml's repository and branch")
     ap.add_argument("chapters", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     args = ap.parse_args(argv)
     import nbformat

@@ -36,17 +36,40 @@ def code_cells(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_code_cell_installs_from_the_configured_repository(path):
-    """Colab installs the release that musictx_lite.__version__ names (tag v<version>), from the one URL."""
-    import musictx_lite
-
+def test_first_code_cell_installs_the_ref_the_colab_button_opens(path):
+    """One ref, and it exists when a reader clicks: the Colab button opens the chapter at _config.yml's
+    ``repository.branch``; the install cell installs the package from that repository at that ref, with the
+    constraints file of that same ref. No tag that nobody made (``scripts.student_notebooks --links``)."""
     cfg = config()["repository"]
+    slug = cfg["url"].removeprefix("https://github.com/")
     first = "".join(code_cells(path)[0]["source"])
-    assert f'"musictx-lite @ git+{cfg["url"]}@v{musictx_lite.__version__}"' in first, \
-        f"{path.name}: the install cell must pin v{musictx_lite.__version__} (python -m scripts.set_version)"
+    assert f'repo, ref = "{cfg["url"]}", "{cfg["branch"]}"' in first
+    assert f'pins = f"https://raw.githubusercontent.com/{slug}/{{ref}}/colab-constraints.txt"' in first
+    assert '"musictx-lite[audio] @ git+{repo}@{ref}"' in first
     assert 'if "google.colab" in sys.modules:' in first and "mtx.setup()" in first
     assert "else:" in first and "Not on Colab" in first, "outside Colab the cell says what it does"
-    assert "torch" not in first.split("import musictx_lite")[0].replace("torch and numpy", "")
+    assert "torch" not in first.split("import musictx_lite")[0], "Colab's torch stays as it is"
+
+
+def test_links_moves_every_ref_together(tmp_path, monkeypatch):
+    """A semester pinned to a tag: set repository.branch, run ``student_notebooks --links``; the install cell
+    and the student link then name that tag and nothing else."""
+    import shutil
+
+    from scripts import student_notebooks as sn
+
+    chapter = tmp_path / NOTEBOOKS[1].name
+    shutil.copy(NOTEBOOKS[1], chapter)
+    monkeypatch.setattr(sn, "repository", lambda: ("https://github.com/prof/musictx-lite", "prof/musictx-lite",
+                                                     "v0.2.0"))
+    assert sn.relink(chapter) is True
+    text = chapter.read_text()
+    first = "".join(code_cells(chapter)[0]["source"])
+    assert 'repo, ref = "https://github.com/prof/musictx-lite", "v0.2.0"' in first
+    assert 'pins = f"https://raw.githubusercontent.com/prof/musictx-lite/{ref}/' in first
+    assert "colab.research.google.com/github/prof/musictx-lite/blob/v0.2.0/notebooks/students/" in text
+    assert "musictx/musictx-lite" not in text and '"main"' not in first
+    assert sn.relink(chapter) is False                                 # a second run changes nothing
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
