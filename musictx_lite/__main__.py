@@ -261,6 +261,12 @@ def cmd_budget(a: argparse.Namespace) -> None:
             params = n_params(build_model(name, p.model_config(name)))
         print(f"{name:>22s} {params:11,d} {p.train_config(name).max_steps:6d} "
               f"{train_flops(name, p) / 1e15:7.3f} {t4_minutes(name, p):7.2f}")
+    from .classroom.chapter import chapter_minutes
+
+    minutes = chapter_minutes(p)
+    print(f"per chapter, every run it trains in a fresh runtime (classroom.chapter.CHAPTER_RUNS), T4 minutes:")
+    print("  " + "  ".join(f"{c}: {m:.1f}" for c, m in minutes.items()))
+    print(f"the whole book: {sum(minutes.values()):.1f} T4-minutes of training")
 
 
 def cmd_reproduce(a: argparse.Namespace) -> None:

@@ -32,3 +32,50 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     print(f"device: {pick_device()} | torch {torch.__version__} | musictx_lite {__version__} | "
           f"python {platform.python_version()}")
     return p
+
+
+# What each chapter trains, for its time budget (``python -m musictx_lite budget``): (model, runs, share of
+# the model's steps in the profile, model settings, training settings); the share "compare" is chapter 11's
+# comparison budget (``compare.budget``). A fresh runtime (Colab) has no earlier chapter's runs, so a chapter
+# that would read one trains it again (chapters 7-10): those runs count. Chapter 1's model of matched size
+# and chapter 5's eight narrow blocks are counted at the profile's width, which errs long.
+CHAPTER_RUNS: dict[int, list[tuple]] = {
+    0: [],
+    1: [("lstm", 3, 1 / 4, {}, {}), ("lstm-attention", 6, 1 / 4, {}, {})],          # 3 seeds, 3 models
+    2: [("fill", 1, 1, {}, {})],
+    3: [("attention-unmasked", 1, 1, {}, {}), ("attention-positions", 1, 1, {}, {}), ("attention", 1, 1, {}, {})],
+    4: [("attention", 3, 1 / 2, {}, {}), ("multi-head", 6, 1 / 2, {}, {})],           # 3 seeds, 3 models
+    5: [("transformer", 6, 1 / 3, {}, {}), ("transformer-post-ln", 2, 1 / 3, {}, {})],  # stability, depth
+    6: [("transformer", 1, 1, {}, {}), ("learned-positions", 1, 1, {}, {}), ("sinusoidal", 1, 1, {}, {})],
+    7: [("shaw", 1, 1, {}, {}), ("rope", 1, 1, {}, {}), ("alibi", 1, 1, {}, {}), ("learned-positions", 1, 1, {}, {})],
+    8: [("learned-positions", 1, 1, {}, {}), ("rope", 1, 1, {}, {}), ("relative", 1, 1, {}, {})],
+    9: [("local", 1, 1, {}, {}), ("local", 1, 1, {"context": 4}, {"batch_size": 1 / 4}), ("relative", 1, 1, {}, {})],
+    10: [("fnet", 1, 1, {}, {}), ("fnet-matrix", 1, 1, {}, {}), ("fnet-conv", 1, 1, {}, {}),
+         ("relative", 1, 1, {}, {})],
+    11: "compare",          # every compared model once, and exercise 11.1's two models again (seed 1)
+}
+
+
+def chapter_minutes(profile: Profile | str | None = None) -> dict[int, float]:
+    """Estimated T4 minutes of training per chapter in ``profile`` (``profiles.config_t4_minutes``)."""
+    from dataclasses import replace
+
+    from ..experiments.compare import budget, compared
+    from ..experiments.profiles import config_t4_minutes
+
+    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+    out = {}
+    for chapter, runs in CHAPTER_RUNS.items():
+        if runs == "compare":
+            minutes = [config_t4_minutes(name, *budget(name, p)) for name in compared()]
+            out[chapter] = sum(minutes) + 2 * max(minutes)
+            continue
+        total = 0.0
+        for name, n, share, model_kw, train_kw in runs:
+            mcfg, tcfg = p.model_config(name), p.train_config(name)
+            mcfg = replace(mcfg, **{k: int(getattr(mcfg, k) * v) for k, v in model_kw.items()})
+            tcfg = replace(tcfg, max_steps=max(1, int(tcfg.max_steps * share)),
+                           **{k: max(1, int(getattr(tcfg, k) * v)) for k, v in train_kw.items()})
+            total += n * config_t4_minutes(name, mcfg, tcfg)
+        out[chapter] = total
+    return out

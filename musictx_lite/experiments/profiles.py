@@ -110,27 +110,6 @@ PROFILES = {
         comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,
                         eval_every=30, ckpt_every=120),
     ),
-    "gpu": Profile(
-        "gpu",
-        model=dict(n_embd=512, n_layers=2, n_heads=8, context=256, dropout=0.2),
-        train=TrainConfig(batch_size=64, max_steps=3000, lr=2e-3, warmup_steps=200, eval_every=500,
-                          ckpt_every=500),
-        notes="Colab: on a T4, at most about 4 minutes per model (estimated: python -m musictx_lite budget)",
-        sizes={
-            # the LSTM overfits within a few hundred steps (H100: valid 0.618 at 200 steps, 0.857 at 1000)
-            "lstm": dict(dropout=0.3, max_steps=400, warmup_steps=50, eval_every=100, ckpt_every=100),
-            "fill": dict(n_embd=128, batch_size=512, max_steps=5000, lr=2e-3, dropout=0.0),
-            "one-head": dict(n_embd=256, dropout=0.0),
-            "multi-head": dict(n_embd=256, n_heads=8, dropout=0.0),
-            "transformer": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.1, lr=1e-3),
-            # 600 steps and dropout 0.3: measured on an H100, relative attention overfits the chorales
-            # after ~600 steps (valid 0.548 at 600, 1.240 at 3000 steps with dropout 0.1)
-            "decoder": dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
-                            warmup_steps=100, eval_every=200, ckpt_every=200),
-        },
-        comparison=dict(n_embd=256, n_layers=4, n_heads=8, dropout=0.3, lr=1e-3, max_steps=600,
-                        warmup_steps=100, eval_every=100, ckpt_every=200),
-    ),
 }
 
 
@@ -162,6 +141,31 @@ PROFILES["paper"] = Profile(
     comparison={},                       # compare --profile paper: every model with the whole recipe
     comparison_sizes={"lstm": RECIPE_LSTM},
 )
+# Colab's profile is the recipe at a budget the whole book trains in within about 30 T4-minutes
+# (``python -m musictx_lite budget --profile gpu``, per chapter: ``CHAPTER_RUNS``): the recipe's model, its
+# transposition, dropout, weight decay, warm-up and cosine decay, and early stopping with the best weights
+# kept, at 2,000 steps for a decoder (the recipe's early stop came after more; chapter 11 prints how far
+# its runs got) and 800 for each of chapter 11's 17 models. The one-layer models of chapters 2-4 take the
+# recipe's width; the LSTMs of chapter 1 the comparison's two layers of 256. bf16 autocast from Ampere on,
+# fp16 with a gradient scaler on a T4 (``training.precision``).
+GPU_STEPS = 2000
+PROFILES["gpu"] = Profile(
+    "gpu",
+    model={k: v for k, v in RECIPE.items() if k in MODEL_KEYS},
+    train=TrainConfig(**{**{k: v for k, v in RECIPE.items() if k in TRAIN_KEYS}, "cpu_bf16": False,
+                         "max_steps": GPU_STEPS, "eval_every": 250, "ckpt_every": 250, "patience": 4}),
+    sample_steps=64,
+    notes="Colab: the recipe of chapter 11 at a short budget; the whole book trains in about "
+          "30 T4-minutes (estimated: python -m musictx_lite budget --profile gpu)",
+    sizes={**{size: {} for size in SIZES},
+           "lstm": RECIPE_LSTM,
+           # chapter 2's fill model sees one time step (4 tokens): a wide batch, no transposition (not
+           # a next-token model), no dropout at this size
+           "fill": dict(n_embd=128, batch_size=512, max_steps=3000, lr=2e-3, dropout=0.0, transpose=False,
+                        weight_decay=0.01, eval_every=500, ckpt_every=500)},
+    comparison=dict(max_steps=800, warmup_steps=100, eval_every=200, ckpt_every=200),
+    comparison_sizes={"lstm": RECIPE_LSTM},
+)
 
 
 def get_profile(name: str | None = None) -> Profile:
@@ -175,18 +179,32 @@ def get_profile(name: str | None = None) -> Profile:
 # The effective speed assumed for a Colab T4 on the book's small models: 1/8 of its 65 TFLOP/s fp16
 # tensor-core peak (small matrices and kernel launches keep it far from the peak).
 T4_FLOPS = 8e12
-T4_STEP_S = 0.01      # and a fixed cost per training step: kernel launches, the optimiser, Python
 
 
-def train_flops(name: str, profile: Profile | str) -> float:
-    """Estimated FLOPs to train model ``name`` in ``profile``: 6 per weight per target token
+def _measured_step_s() -> float:
+    """The fixed cost of a training step that a T4 pays too (kernel launches, the optimiser, Python): the
+    fastest step of the recipe measured on a large GPU, whose arithmetic is a small part of it
+    (``pretrained/recipe-timing.json``, made by ``scripts.time_recipe``); 10 ms where that file is absent."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "pretrained" / "recipe-timing.json"
+    try:
+        return min(r["s_per_step"] for r in json.loads(path.read_text())["rows"])
+    except (OSError, ValueError, KeyError):
+        return 0.01
+
+
+T4_STEP_S = _measured_step_s()
+
+
+def config_flops(name: str, mcfg: ModelConfig, tcfg: TrainConfig) -> float:
+    """Estimated FLOPs to train model ``name`` of config ``mcfg`` for ``tcfg``: 6 per weight per target token
     (2 forward, 4 backward), plus 12 T C per token for each attention layer's scores and weighted sums."""
     from ..models.attention import Head, MultiHeadAttention
     from ..models.registry import build_model
     from ..models.rnn import LSTMAttention
 
-    p = get_profile(profile) if isinstance(profile, str) else profile
-    mcfg, tcfg = p.model_config(name), p.train_config(name)
     with torch.device("meta"):                                   # sizes only: no memory, no time
         model = build_model(name, mcfg)
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
@@ -198,11 +216,22 @@ def train_flops(name: str, profile: Profile | str) -> float:
     return tokens * (6 * weights + 12 * attn_layers * T * mcfg.n_embd)
 
 
-def t4_minutes(name: str, profile: Profile | str = "gpu") -> float:
-    """Estimated minutes to train ``name`` on a T4: ``train_flops / T4_FLOPS + steps * T4_STEP_S``.
-    An estimate, not a measurement."""
+def train_flops(name: str, profile: Profile | str) -> float:
+    """Estimated FLOPs to train model ``name`` in ``profile`` (``config_flops``)."""
     p = get_profile(profile) if isinstance(profile, str) else profile
-    return (train_flops(name, p) / T4_FLOPS + p.train_config(name).max_steps * T4_STEP_S) / 60
+    return config_flops(name, p.model_config(name), p.train_config(name))
+
+
+def config_t4_minutes(name: str, mcfg: ModelConfig, tcfg: TrainConfig) -> float:
+    """Estimated minutes to train ``name`` of config ``mcfg`` for ``tcfg`` on a T4:
+    ``config_flops / T4_FLOPS + steps * T4_STEP_S``. An estimate, not a measurement."""
+    return (config_flops(name, mcfg, tcfg) / T4_FLOPS + tcfg.max_steps * T4_STEP_S) / 60
+
+
+def t4_minutes(name: str, profile: Profile | str = "gpu") -> float:
+    """Estimated minutes to train ``name`` on a T4 in ``profile`` (``config_t4_minutes``)."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    return config_t4_minutes(name, p.model_config(name), p.train_config(name))
 
 
 def t4_minutes_from(name: str, s_per_step: float, profile: Profile | str = "gpu") -> float:

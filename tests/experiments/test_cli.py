@@ -408,11 +408,12 @@ def test_prompt_midi_is_continued(tmp_path, model_dir, chorale, capsys):
 
 def test_budget_estimates_every_model_from_its_flops(capsys):
     from musictx_lite import MODELS
-    from musictx_lite.experiments.profiles import T4_FLOPS, T4_STEP_S, get_profile, train_flops
+    from musictx_lite.experiments.profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
 
     main(["budget", "--profile", "gpu"])
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    lines = out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[2:2 + len(MODELS)]}
     assert set(rows) == set(MODELS)
     P = get_profile("gpu")
     for name, row in rows.items():
@@ -425,3 +426,12 @@ def test_budget_estimates_every_model_from_its_flops(capsys):
     weights = L * 12 * C * C + C * cfg.vocab_size
     expect = t.batch_size * T * t.max_steps * (6 * weights + 12 * L * T * C)
     assert train_flops("transformer", P) == pytest.approx(expect, rel=1e-9)
+    # per chapter, and the whole book within the 30 T4-minutes that Colab students are promised
+    from musictx_lite.classroom.chapter import chapter_minutes
+
+    per = chapter_minutes("gpu")
+    assert set(per) == set(range(12)) and per[0] == 0 and all(m > 0 for c, m in per.items() if c)
+    assert "  ".join(f"{c}: {m:.1f}" for c, m in per.items()) in out
+    assert f"the whole book: {sum(per.values()):.1f} T4-minutes" in out and sum(per.values()) <= 30
+    # chapter 8 trains three decoders at the profile's budget, so its minutes are theirs
+    assert per[8] == pytest.approx(sum(t4_minutes(n, P) for n in ("learned-positions", "rope", "relative")))
