@@ -81,7 +81,7 @@ def colab_prefix() -> str:
 LINK = re.compile(r"https://colab\.research\.google\.com/github/\S+?/notebooks/students/")
 # the install cell's repository and ref, and the constraints it fetches from the same ref
 INSTALL_REF = re.compile(r'repo, ref = "[^"]+", "[^"]+"')
-INSTALL_PINS = re.compile(r'pins = f"https://raw\.githubusercontent\.com/[^/"]+/[^/"]+/\{ref\}/')
+INSTALL_RAW = re.compile(r'raw = "https://raw\.githubusercontent\.com/[^"]+"')
 
 
 def relink(path: Path) -> bool:
@@ -97,7 +97,7 @@ def relink(path: Path) -> bool:
             new = LINK.sub(colab_prefix(), cell.source)
         elif cell.cell_type == "code" and INSTALL_REF.search(cell.source):
             new = INSTALL_REF.sub(f'repo, ref = "{url}", "{ref}"', cell.source)
-            new = INSTALL_PINS.sub(f'pins = f"https://raw.githubusercontent.com/{slug}/{{ref}}/', new)
+            new = INSTALL_RAW.sub(f'raw = "https://raw.githubusercontent.com/{slug}"', new)
         else:
             continue
         changed, cell.source = changed or new != cell.source, new

@@ -44,8 +44,10 @@ def test_first_code_cell_installs_the_ref_the_colab_button_opens(path):
     slug = cfg["url"].removeprefix("https://github.com/")
     first = "".join(code_cells(path)[0]["source"])
     assert f'repo, ref = "{cfg["url"]}", "{cfg["branch"]}"' in first
-    assert f'pins = f"https://raw.githubusercontent.com/{slug}/{{ref}}/colab-constraints.txt"' in first
-    assert '"musictx-lite[audio] @ git+{repo}@{ref}"' in first
+    assert f'raw = "https://raw.githubusercontent.com/{slug}"' in first
+    assert 'pins = f"{raw}/{ref}/colab-constraints.txt"' in first
+    assert 'pkg = f"musictx-lite[audio] @ git+{repo}@{ref}"' in first
+    assert '%pip install -q -c /tmp/colab-has.txt -c {pins} "{pkg}"' in first
     assert 'if "google.colab" in sys.modules:' in first and "mtx.setup()" in first
     assert "else:" in first and "Not on Colab" in first, "outside Colab the cell says what it does"
     assert "torch" not in first.split("import musictx_lite")[0], "Colab's torch stays as it is"
@@ -66,7 +68,7 @@ def test_links_moves_every_ref_together(tmp_path, monkeypatch):
     text = chapter.read_text()
     first = "".join(code_cells(chapter)[0]["source"])
     assert 'repo, ref = "https://github.com/prof/musictx-lite", "v0.2.0"' in first
-    assert 'pins = f"https://raw.githubusercontent.com/prof/musictx-lite/{ref}/' in first
+    assert 'raw = "https://raw.githubusercontent.com/prof/musictx-lite"' in first
     assert "colab.research.google.com/github/prof/musictx-lite/blob/v0.2.0/notebooks/students/" in text
     assert "musictx/musictx-lite" not in text and '"main"' not in first
     assert sn.relink(chapter) is False                                 # a second run changes nothing
