@@ -34,6 +34,20 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     return p
 
 
+def claim(P: Profile, holds: bool, text: str) -> bool:
+    """A reading that rests on training (a ranking, a gap, a verdict), checked where the profile's runs bear
+    it out and said in words everywhere. In a profile whose chapters were measured (``P.unchecked`` empty:
+    the cpu profile) it is asserted; elsewhere the cell prints whether it holds in this run, and why it is
+    not asserted, so that a short or untried budget never stops a chapter and the page never claims what
+    its run did not show. Returns ``holds``, for text computed from it."""
+    if not P.unchecked:
+        assert holds, f"{text}: not so in this run of the {P.name} profile"
+        print(f"checked: {text}")
+    else:
+        print(f"{'so' if holds else 'NOT so'} in this run: {text} (not asserted: {P.unchecked})")
+    return holds
+
+
 # What each chapter trains, for its time budget (``python -m musictx_lite budget``): (model, runs, share of
 # the model's steps in the profile, model settings, training settings); the share "compare" is chapter 11's
 # comparison budget (``compare.budget``). A fresh runtime (Colab) has no earlier chapter's runs, so a chapter

@@ -3,7 +3,7 @@
 Notebooks: 01 and 03-09 (``explore_attention``, for any next-token model with attention weights),
 01_attention_in_rnns.ipynb and 08_skew.ipynb (``explore_sampler``), 08_skew.ipynb (``explore_skew``).
 
-Three widgets (ipywidgets 8), each a small box of controls over a pure function that draws one
+Three widgets (ipywidgets 7.7 or 8), each a small box of controls over a pure function that draws one
 state; the tests and the static versions call the same functions:
 
 - attention explorer: piece, layer, head and query (step, voice) -> ``attention_view``, the
@@ -31,8 +31,8 @@ extension (book/_ext) sets MUSICTX_WIDGETS=static for the kernels that execute t
 the pages get the static version, no widget state and no widget JavaScript, while Jupyter and
 Colab readers get the live widget alone.
 
-Colab draws ipywidgets 8 only with its custom widget manager: ``enable_colab()`` turns it on,
-once per session, and does nothing outside Colab.
+Colab draws ipywidgets 7 (what it ships) natively, and 8 only with its custom widget manager:
+``enable_colab()`` turns that on for 8, once per session, and does nothing for 7 or outside Colab.
 """
 from __future__ import annotations
 
@@ -79,12 +79,19 @@ def live() -> bool:
 
 
 def enable_colab() -> bool:
-    """In Colab, turn on the custom widget manager that draws ipywidgets 8; elsewhere do nothing.
+    """In Colab with ipywidgets 8, turn on the custom widget manager that draws them; elsewhere do nothing.
 
-    Returns True when it turned it on. Call it once per session, in the setup cell."""
+    Colab ships ipywidgets 7 and draws 7.x natively: the custom manager is for 8.x only. Returns True when it
+    turned it on. Call it once per session, in the setup cell."""
     try:
         from google.colab import output
     except ImportError:
+        return False
+    try:
+        import ipywidgets
+    except ImportError:
+        return False
+    if int(ipywidgets.__version__.split(".")[0]) < 8:
         return False
     output.enable_custom_widget_manager()
     return True
@@ -100,7 +107,7 @@ def _ipywidgets():
     try:
         import ipywidgets
     except ImportError as e:
-        raise ImportError("the interactive widgets need ipywidgets: pip install 'ipywidgets>=8,<9' "
+        raise ImportError("the interactive widgets need ipywidgets: pip install 'ipywidgets>=7.7,<9' "
                           "(the static versions, *_fallback, do not)") from e
     return ipywidgets
 
