@@ -3,7 +3,8 @@
 - ``build_chorales``: rebuild the chorales embedded in the package from music21;
 - ``student_notebooks``: the chapters without their solutions, for students;
 - ``build_slides``: a reveal.js deck per chapter from the executed notebooks;
-- ``run_chapters``: every chapter in a fresh runtime of a profile, timed, with its provenance;
+- ``run_chapters``: every chapter in a fresh runtime of a profile, in parallel, into a per-chapter ledger;
+- ``gpu_shapes``: every chapter with the gpu profile's shapes and a few steps, on the virtual CUDA device;
 - ``colab_env``: the install cell run in an environment built from Colab's published package list (Python 3.13):
   it adds packages and changes none; then every chapter runs in that environment's kernel;
 - ``bench_ddp``: training speed on one process against several under torchrun (the appendix);

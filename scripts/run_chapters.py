@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 
 from scripts import ROOT
 
-SLOWEST = ("11", "08", "01", "07", "09", "05")   # slowest first (the cpu profile's times); for a ledger without times
+SLOWEST = ("11", "08", "01", "07", "09", "05")   # the slow chapters, slowest first: the order without times
 WORKERS = 4
 
 
@@ -95,24 +94,10 @@ def run_one(path: Path, out: Path, timeout: int) -> int:
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
 
-    def save() -> None:
-        write_atomic(out / path.name, nbformat.writes(nb))
-
-    def stop(signum, frame):
-        # the parent's --chapter-timeout (or Ctrl-C): the kernel runs in a session of its own and would outlive
-        # this process for a while, so kill its process group (it, and whatever it started) first
-        pgid = getattr(getattr(client.km, "provisioner", None), "pgid", None)
-        if pgid:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except OSError:
-                pass
-        save()
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
     t0 = time.perf_counter()
     try:
+        # SIGTERM (the parent's --chapter-timeout) or Ctrl-C: nbclient's own handler shuts the kernel down, its
+        # process group (it and whatever it started) killed, the kernel being in a session of its own
         client.execute()
         error = None
     except CellExecutionError as e:               # a cell raised: its exception, as the notebook shows it
@@ -120,7 +105,7 @@ def run_one(path: Path, out: Path, timeout: int) -> int:
     except Exception as e:                        # CellTimeoutError, DeadKernelError, a kernel that would not start
         error = f"{type(e).__name__}: {e}"
     seconds = time.perf_counter() - t0
-    save()
+    write_atomic(out / path.name, nbformat.writes(nb))                  # as far as it got
     write_atomic(out / f".{path.stem}.result.json",
                  json.dumps({"seconds": round(seconds, 1), "ok": error is None, "error": first_line(error)}))
     return 0
@@ -140,7 +125,7 @@ def start(path: Path, args, cache: str, workers: int) -> subprocess.Popen:
     not set in this process, where other chapters' children start too)."""
     env = {**os.environ, "MUSICTX_PROFILE": args.profile, "MUSICTX_CACHE": cache,
            "MUSICTX_LEADERBOARD": os.path.join(cache, "leaderboard")}
-    if "OMP_NUM_THREADS" not in os.environ:       # several kernels, each with a thread per core, fight over them
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:   # kernels with a thread per core each fight over them
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     (args.out / f".{path.stem}.result.json").unlink(missing_ok=True)    # a killed run's, not this one's
     with open(args.out / f"{path.stem}.log", "w") as log:
@@ -150,7 +135,7 @@ def start(path: Path, args, cache: str, workers: int) -> subprocess.Popen:
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """End a child: SIGTERM lets it kill its kernel and save its notebook; SIGKILL if it does not."""
+    """End a child: SIGTERM lets it shut its kernel down and save its notebook; SIGKILL if it does not."""
     proc.terminate()
     try:
         proc.wait(timeout=30)
@@ -239,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     ledger = read_ledger(args.out)
-    skip = [p for p in paths if not (args.redo or args.shared)
-            and ledger.get(p.stem, {}).get("ok") and ledger[p.stem].get("profile") == args.profile]
+    # ok in this profile, and in a fresh runtime: one that passed in a --shared run may need an earlier chapter
+    skip = [p for p in paths if not (args.redo or args.shared) and ledger.get(p.stem, {}).get("ok")
+            and ledger[p.stem].get("profile") == args.profile and ledger[p.stem].get("fresh_runtime_per_chapter")]
     todo = [p for p in paths if p not in skip]
     if skip:
         print(f"ok in the ledger, not run again (--redo runs them): {', '.join(p.stem for p in skip)}", flush=True)
@@ -292,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:                     # the chapters cut short are left out of the ledger, for a later run
         for child in running:
             stop(child.proc)
+            (args.out / f".{child.path.stem}.result.json").unlink(missing_ok=True)
             if child.cache:
                 shutil.rmtree(child.cache, ignore_errors=True)
             print(f"{child.path.stem:28s} interrupted", flush=True)
