@@ -24,7 +24,7 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     from .widgets import enable_colab
 
     p = get_profile(profile)
-    enable_colab()                                      # Colab draws ipywidgets 8; elsewhere nothing
+    enable_colab()                                      # Colab with ipywidgets 8: its widget manager
     torch.manual_seed(seed)
     style()                                             # the book's figure resolution
     # two lines, each within the book's 88-character column

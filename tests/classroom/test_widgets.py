@@ -258,6 +258,21 @@ def test_enable_colab_only_in_colab(monkeypatch):
     assert widgets.enable_colab() is True and calls == [1]
 
 
+def test_enable_colab_leaves_ipywidgets_7_to_colab(monkeypatch):
+    """Colab ships ipywidgets 7.7.1 and draws 7.x natively: the custom widget manager is for 8.x only."""
+    import ipywidgets
+
+    calls = []
+    colab = types.ModuleType("google.colab")
+    colab.output = types.SimpleNamespace(enable_custom_widget_manager=lambda: calls.append(1))
+    monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setattr(ipywidgets, "__version__", "7.7.1")
+    assert widgets.enable_colab() is False and calls == []
+    monkeypatch.setattr(ipywidgets, "__version__", "8.1.5")
+    assert widgets.enable_colab() is True and calls == [1]
+
+
 def test_widgets_on_an_accelerator(pieces):
     """A model on the pretend accelerator: no CPU tensor reaches it, and every value matches the CPU's."""
     cpu = tiny("relative")
