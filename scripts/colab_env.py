@@ -48,13 +48,13 @@ import time
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.student_notebooks import repository
 
 CHECK_VERSION = 2                         # the record's shape and what it means; test_constraints checks it
 CONSTRAINTS = ROOT / "colab-constraints.txt"
 SNAPSHOT = ROOT.parent / "shared" / "colab"
 FREEZE = "pip-freeze.gpu.txt"
 JSB = ROOT.parent / "shared" / "data" / "jsb" / "Jsb16thSeparated.json"
-REPO_URL = "https://github.com/musictx/musictx-lite"
 PINS_LINE = re.compile(r"^(\s*)pins\s*=.*$", re.M)         # the constraints file's URL, however built
 # installed before the cell, at the snapshot's versions: what the book imports or the install could touch
 BASE = ["pip", "setuptools", "torch", "numpy", "matplotlib", "music21", "tqdm", "ipython", "ipykernel", "ipywidgets",
@@ -287,10 +287,11 @@ def install_cell() -> str:
 
 def localise(cell: str, repo_url: str, pins: Path) -> str:
     """The cell with the repository's URL and the constraints' URL pointing at the local clone."""
-    if cell.count(f'"{REPO_URL}"') != 1 or len(PINS_LINE.findall(cell)) != 1:
-        raise CheckError(f'the install cell no longer has one "{REPO_URL}" and one line that sets pins '
+    url = repository()[0]                                    # _config.yml's: the one place it is written
+    if cell.count(f'"{url}"') != 1 or len(PINS_LINE.findall(cell)) != 1:
+        raise CheckError(f'the install cell no longer has one "{url}" and one line that sets pins '
                          f'(the constraints URL): update scripts/colab_env.py')
-    cell = cell.replace(f'"{REPO_URL}"', json.dumps(repo_url))
+    cell = cell.replace(f'"{url}"', json.dumps(repo_url))
     return PINS_LINE.sub(lambda m: f"{m.group(1)}pins = {json.dumps(str(pins))}", cell)
 
 
@@ -411,7 +412,7 @@ def full_check(args, python: str, work: Path, log) -> dict:
     report = next((json.loads(ln.split(" ", 1)[1]) for ln in cell_text(ran_nb["cells"][2]).splitlines()
                    if ln.startswith("COLAB-CHECK ")), None)
     rec["install_cell"] = {"sha256": hashlib.sha256(original.encode()).hexdigest(),
-                           "replaced": {REPO_URL: "file:// URL of a clone of the checkout, main = the working tree",
+                           "replaced": {repository()[0]: "file:// URL of a clone of the checkout, main = the working tree",
                                         "pins = f\"https://raw.githubusercontent.com/...\"": "that clone's file"},
                            "output": cell_text(ran_nb["cells"][1]).replace(str(work), "$WORK").strip(),
                            "error": error}

@@ -1,0 +1,135 @@
+"""Record how long each chapter took in the last ``make book``, and put the range over the builds in the lecturer's guide.
+
+    python -m scripts.build_times --note "alone"          # after make book: add this build to the record
+    python -m scripts.build_times --guide                 # rewrite the guide's table from the record
+
+The book build executes each chapter and keeps its execution time in its cache (``_build/.jupyter_cache``).
+``--note`` appends one build to ``results/book-builds.json``: the seconds of every chapter whose current
+source the cache holds, with the machine, the commit, the versions, the date and what else ran beside it.
+``--guide`` rewrites the time table of ``book/lecturers.md``: per chapter, the range of its CPU times over
+the recorded builds, with the machine named, and the estimated T4 minutes of the gpu profile's training
+(``classroom.chapter.chapter_minutes``). ``tests/book/test_build_times.py`` checks the guide against both.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+from scripts import ROOT
+
+RECORD = ROOT / "results" / "book-builds.json"
+GUIDE = ROOT / "book" / "lecturers.md"
+CACHE = ROOT / "_build" / ".jupyter_cache"
+LECTURE = {0: ("60 min", "60 min")}                       # the rest: 90 min lecture, 60 min lab
+
+
+def machine() -> str:
+    """The CPU model and its core count, as the record names the machine."""
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), platform.processor() or "unknown CPU") \
+        if Path("/proc/cpuinfo").exists() else platform.processor() or "unknown CPU"
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def chapter_seconds(cache: Path = CACHE) -> dict[str, float]:
+    """Execution seconds of every chapter whose current source the book's cache holds: notebook stem -> s."""
+    from jupyter_cache import get_cache
+
+    jc = get_cache(str(cache))
+    out = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        try:
+            record = jc.match_cache_file(str(path))
+        except KeyError:                                   # not executed since its last change
+            continue
+        seconds = record.data.get("execution_seconds")
+        if seconds is not None:
+            out[path.stem] = round(float(seconds), 1)
+    return out
+
+
+def add_build(note: str, cache: Path = CACHE, record: Path = RECORD) -> dict:
+    """Append the last build's chapter times to ``record``; return the build."""
+    import torch
+
+    from musictx_lite.experiments.hub import git_commit
+
+    seconds = chapter_seconds(cache)
+    if not seconds:
+        raise ValueError(f"no executed chapter in {cache}: run make book first")
+    build = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": git_commit(),
+             "machine": machine(), "python": platform.python_version(), "torch": torch.__version__,
+             "profile": "cpu", "note": note, "chapters": seconds}
+    builds = json.loads(record.read_text()) if record.exists() else []
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(builds + [build], indent=1) + "\n")
+    return build
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def cpu_range(builds: list[dict], chapter: str) -> str:
+    """The chapter's time over ``builds``: "a to b" (or one value when they agree to the shown digit)."""
+    values = [b["chapters"][chapter] for b in builds if chapter in b["chapters"]]
+    if not values:
+        return "not measured"
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def table(builds: list[dict]) -> str:
+    """The guide's time table from the recorded builds and the gpu profile's estimate."""
+    from musictx_lite.classroom.chapter import chapter_minutes
+
+    t4 = chapter_minutes("gpu")
+    stems = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    lines = ["| chapter | lecture | lab | CPU, cpu profile (measured) | T4, gpu profile training (estimated) |",
+             "|---|---|---|---|---|"]
+    for stem in stems:
+        n = int(stem.split("_")[0])
+        title = " ".join(stem.split("_")[1:]).replace("rnns", "RNNs").replace("fnet", "FNet")
+        lecture, lab = LECTURE.get(n, ("90 min", "60 min"))
+        lines.append(f"| {n} {title} | {lecture} | {lab} | {cpu_range(builds, stem)} | "
+                     + (f"{t4[n]:.1f} min" if t4[n] else "no training") + " |")
+    return "\n".join(lines)
+
+
+def rewrite_guide(builds: list[dict], guide: Path = GUIDE) -> None:
+    text = guide.read_text()
+    start = text.index("| chapter | lecture | lab |")
+    end = text.index("\n\n", start)
+    guide.write_text(text[:start] + table(builds) + text[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--note", help="add the last build to the record, with what ran beside it")
+    ap.add_argument("--guide", action="store_true", help="rewrite the lecturer's guide's table from the record")
+    args = ap.parse_args(argv)
+    if args.note is None and not args.guide:
+        print("error: give --note (record the last build) or --guide (rewrite the table), or both", file=sys.stderr)
+        return 2
+    try:
+        if args.note is not None:
+            build = add_build(args.note)
+            print(f"recorded {len(build['chapters'])} chapters ({sum(build['chapters'].values()) / 60:.1f} min) "
+                  f"of the build on {build['machine']} into {RECORD.relative_to(ROOT)}")
+        if args.guide:
+            rewrite_guide(json.loads(RECORD.read_text()))
+            print(f"rewrote the time table of {GUIDE.relative_to(ROOT)}")
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
