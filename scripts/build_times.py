@@ -90,14 +90,13 @@ def table(builds: list[dict]) -> str:
     from musictx_lite.classroom.chapter import chapter_minutes
 
     t4 = chapter_minutes("gpu")
-    stems = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     lines = ["| chapter | lecture | lab | CPU, cpu profile (measured) | T4, gpu profile training (estimated) |",
              "|---|---|---|---|---|"]
-    for stem in stems:
-        n = int(stem.split("_")[0])
-        title = " ".join(stem.split("_")[1:]).replace("rnns", "RNNs").replace("fnet", "FNet")
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        title = "".join(json.loads(path.read_text())["cells"][0]["source"]).splitlines()[0]   # "# 8. The skew"
+        n, title = int(path.stem.split("_")[0]), title.split(". ", 1)[1]
         lecture, lab = LECTURE.get(n, ("90 min", "60 min"))
-        lines.append(f"| {n} {title} | {lecture} | {lab} | {cpu_range(builds, stem)} | "
+        lines.append(f"| {n} {title} | {lecture} | {lab} | {cpu_range(builds, path.stem)} | "
                      + (f"{t4[n]:.1f} min" if t4[n] else "no training") + " |")
     return "\n".join(lines)
 
