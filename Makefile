@@ -1,5 +1,5 @@
 # The two commands of the README. Each sets up .venv first (scripts/setup-env), so nothing has
-# to be installed by hand: `make book` builds the book, `make test` runs the tests (what CI runs).
+# to be installed by hand: `make book` builds the book, `make test` runs the linter and the tests (what CI runs).
 # `make slides` builds the book, then a slide deck per chapter.
 VENV ?= .venv
 PYTHON ?= python3
@@ -15,7 +15,8 @@ export MUSICTX_JSB_PATH
 book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU) and build _build/html
 	jupyter-book build . -W --keep-going
 
-test: $(VENV)/.ready       ## unit tests, and every chapter under nbval in the smoke profile
+test: $(VENV)/.ready       ## the linter, unit tests, and every chapter under nbval in the smoke profile
+	ruff check .
 	pytest --nbval-lax -n 2 --dist loadfile
 
 slides: book               ## one reveal.js deck per chapter in _build/slides, from the book's executed chapters; works offline

@@ -4,21 +4,21 @@ Each module's docstring names the chapter of the book that explains it.
 """
 from __future__ import annotations
 
-from .version import __version__
-from .io.data import Piece, Splits, load_chorales, load_data, load_jsb
-from .io.tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
-from .io.midi import grid_to_midi, midi_to_grid, read_midi, write_midi
-from .classroom.plots import piano_roll
-from .io.audio import play
-from .device import model_device, pick_device, to_model
-from .models.config import ModelConfig
-from .models.tasks import evaluate_nll, evaluate_prefix_nll
-from .experiments.training import History, TrainConfig, train
-from .models.registry import MODELS, build_model, load_checkpoint, n_params
 from .classroom.chapter import setup
-from .experiments.profiles import Profile, get_profile
-from .experiments.sample import generate, prompt_from
-from .experiments.hub import pretrained
+from .classroom.plots import piano_roll
+from .device import model_device, pick_device, to_model
+from .engine.profiles import Profile, get_profile
+from .engine.sample import generate, prompt_from
+from .engine.training import History, TrainConfig, train
+from .io.audio import play
+from .io.data import Piece, Splits, load_chorales, load_data, load_jsb
+from .io.midi import grid_to_midi, midi_to_grid, read_midi, write_midi
+from .io.tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
+from .models.config import ModelConfig
+from .models.registry import MODELS, build_model, load_checkpoint, n_params
+from .models.tasks import evaluate_nll, evaluate_prefix_nll
+from .study.hub import pretrained
+from .version import __version__
 
 __all__ = [
     "__version__", "Piece", "Splits", "load_chorales", "load_data", "load_jsb",

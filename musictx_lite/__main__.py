@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .checkpoint import CKPT
+
 MAX_SEED = 2**32 - 1
 
 
@@ -76,9 +78,8 @@ def device_arg(s: str) -> str:
 
 def _default_device() -> torch.device:
     """``pick_device()``, with a clear error for a bad ``MUSICTX_DEVICE``."""
-    from .device import pick_device
-
     from . import settings
+    from .device import pick_device
 
     if settings.device() is not None:
         try:
@@ -109,8 +110,8 @@ def _check_writable(path: str, what: str, directory: bool = False) -> Path:
 
 def cmd_train(a: argparse.Namespace) -> None:
     from . import build_model, get_profile, load_data, train
-    from .experiments import distributed
     from .checkpoint import read_checkpoint
+    from .engine import distributed
     from .models.registry import n_params
 
     _check_writable(a.out, "--out", directory=True)
@@ -175,15 +176,15 @@ def _chorale_prompt(a: argparse.Namespace, n_steps: int) -> tuple[np.ndarray, st
 
 def cmd_generate(a: argparse.Namespace) -> None:
     from . import generate, load_checkpoint, write_midi
-    from .models.tasks import NEXT_TOKEN
     from .io.tokens import decode
+    from .models.tasks import NEXT_TOKEN
 
     _check_writable(a.out, "--out")
     prompt, what = None, "from scratch"
     if a.prompt_midi is not None:                      # read it first: a bad file fails before the model loads
         prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
     if a.pretrained is not None:
-        from .experiments.hub import pretrained, record
+        from .study.hub import pretrained, record
 
         model = pretrained(a.pretrained, device=a.device or "cpu")
         ck = {"model_name": f"pretrained {a.pretrained}", "step": record(a.pretrained)["best_step"]}
@@ -203,7 +204,7 @@ def cmd_generate(a: argparse.Namespace) -> None:
 
 def cmd_baselines(a: argparse.Namespace) -> None:
     from . import load_data
-    from .experiments.baselines import NGram, SameVoice
+    from .study.baselines import NGram, SameVoice
 
     data = load_data(a.data)
     print(data.source)
@@ -214,7 +215,7 @@ def cmd_baselines(a: argparse.Namespace) -> None:
 
 
 def cmd_bench(a: argparse.Namespace) -> None:
-    from .experiments.bench import bench_attention, bench_sampling, format_sampling, format_table, plot_bench
+    from .study.bench import bench_attention, bench_sampling, format_sampling, format_table, plot_bench
 
     if a.what == "sample":                             # sampling speed, with and without the cache
         rows = bench_sampling(a.models, a.tokens, profile=a.profile, device=a.device)
@@ -249,8 +250,8 @@ def cmd_bench(a: argparse.Namespace) -> None:
 
 
 def cmd_budget(a: argparse.Namespace) -> None:
+    from .engine.profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
     from .models.registry import MODELS, build_model, n_params
-    from .experiments.profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
 
     p = get_profile(a.profile)
     print(f"profile {p.name}: estimated training time on a T4 = FLOPs / {T4_FLOPS:.0e} FLOP/s "
@@ -264,15 +265,15 @@ def cmd_budget(a: argparse.Namespace) -> None:
     from .classroom.chapter import chapter_minutes
 
     minutes = chapter_minutes(p)
-    print(f"per chapter, every run it trains in a fresh runtime (classroom.chapter.CHAPTER_RUNS), T4 minutes:")
+    print("per chapter, every run it trains in a fresh runtime (classroom.chapter.CHAPTER_RUNS), T4 minutes:")
     print("  " + "  ".join(f"{c}: {m:.1f}" for c, m in minutes.items()))
     print(f"the whole book: {sum(minutes.values()):.1f} T4-minutes of training")
 
 
 def cmd_reproduce(a: argparse.Namespace) -> None:
     from . import get_profile, load_jsb
-    from .experiments.hub import git_commit
-    from .experiments.reproduce import JSB_MODELS, format_table, reproduce_jsb
+    from .study.hub import git_commit
+    from .study.reproduce import JSB_MODELS, format_table, reproduce_jsb
 
     _check_writable(a.out, "--out", directory=True)
     device = a.device if a.device is not None else _default_device()
@@ -291,7 +292,7 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
     rows = reproduce_jsb(p, a.out, data, device, progress=not a.quiet, names=names)
     print(format_table(rows))
     if a.distil is not None:
-        from .experiments.reproduce import distil_jsb
+        from .study.reproduce import distil_jsb
 
         rows = distil_jsb(p, a.out, data, device, progress=not a.quiet, names=names, teachers=a.distil)
         print(f"distilled, each from {a.distil} runs of itself (seeds 0-{a.distil - 1}):")
@@ -300,7 +301,7 @@ def cmd_reproduce(a: argparse.Namespace) -> None:
             print(f"{r['name']}: its teachers' mean predictions score {r['summary']['teachers_valid_nll']:.4f} "
                   f"on valid")
     if a.export is not None:
-        from .experiments.hub import export
+        from .study.hub import export
 
         for r in rows:
             extra = {"commit": commit, **({"note": a.note} if a.note else {})}
@@ -315,7 +316,7 @@ def cmd_export(a: argparse.Namespace) -> None:
     """``export``: a finished run as a shipped model (float16 weights and a record), as reproduce --export."""
     from . import load_jsb
     from .checkpoint import read_checkpoint
-    from .experiments.hub import export_run
+    from .study.hub import export_run
 
     read_checkpoint(a.run)                                          # a clear error before anything else
     _check_writable(a.to, "--to", directory=True)
@@ -336,8 +337,8 @@ def _write_results(path: str, content: dict, device, commit: str) -> None:
     one the run started from), atomically."""
     import json
 
-    from .io.data import atomic_write
-    from .experiments.hub import provenance
+    from .files import atomic_write
+    from .study.hub import provenance
 
     out = {**provenance(device, commit), **content}
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1) + "\n"))
@@ -347,8 +348,8 @@ def _write_results(path: str, content: dict, device, commit: str) -> None:
 def cmd_compare(a: argparse.Namespace) -> None:
     """``compare``: every compared model over several seeds at a profile's comparison budget; a results file."""
     from . import get_profile, load_jsb
-    from .experiments.compare import code_fingerprint, compare_seeds, compared, format_seeds
-    from .experiments.hub import git_commit
+    from .study.compare import code_fingerprint, compare_seeds, compared, format_seeds
+    from .study.hub import git_commit
 
     _check_writable(a.out, "--out", directory=True)
     _check_results_path(a.export)
@@ -382,7 +383,8 @@ def cmd_compare(a: argparse.Namespace) -> None:
                 r["made"] = {k: r["made"][k] for k in ("device", "precision", "date") if k in r["made"]}
         if made:                                    # where the ledger's runs were trained, and when
             results["ledger"] = {"runs": len(made), "code": code_fingerprint(),
-                                 **{k: sorted({m[k] for m in made}) for k in ("commit", "device", "torch", "precision")},
+                                 **{k: sorted({m[k] for m in made})
+                                    for k in ("commit", "device", "torch", "precision")},
                                  "first": min(m["date"] for m in made), "last": max(m["date"] for m in made)}
         _write_results(a.export, {**({"note": a.note} if a.note else {}), **results}, device, commit)
 
@@ -390,8 +392,9 @@ def cmd_compare(a: argparse.Namespace) -> None:
 def _ablation(a: argparse.Namespace, device) -> None:
     """``reproduce ablation``: what each ingredient of the recipe buys; with --export, a results file."""
     from . import load_jsb
-    from .experiments.hub import git_commit
-    from .experiments.reproduce import ABLATION, ABLATION_BUDGET, ablation, format_ablation
+    from .engine.profiles import ABLATION_BUDGET
+    from .study.hub import git_commit
+    from .study.reproduce import ABLATION, ablation, format_ablation
 
     _check_results_path(a.export)
     data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
@@ -408,21 +411,39 @@ def _ablation(a: argparse.Namespace, device) -> None:
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    from .experiments.bench import implementations
-    from .experiments.compare import compared
+    from .engine.profiles import PROFILES
     from .models.registry import MODELS
-    from .experiments.hub import NAMES as PRETRAINED
-    from .experiments.profiles import PROFILES
+    from .study.bench import implementations
+    from .study.compare import compared
+    from .study.hub import NAMES as PRETRAINED
 
     ap = argparse.ArgumentParser(prog="python -m musictx_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    data_help = "data set: 'chorales' (embedded, default), 'jsb' (official split, downloaded), or a path"
 
-    t = sub.add_parser("train", help="train a model; the last line printed is its validation NLL")
+    def option(*args, **kw) -> argparse.ArgumentParser:
+        """A parent parser holding one option: each shared option is declared once, below."""
+        parent = argparse.ArgumentParser(add_help=False)
+        parent.add_argument(*args, **kw)
+        return parent
+
+    profile = option("--profile", choices=sorted(PROFILES), default=None,
+                     help="model size and budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu; "
+                          "paper: the recipe of chapter 11)")
+    device = option("--device", type=device_arg, default=None,
+                    help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
+    cpu = option("--device", type=device_arg, default="cpu", help="cuda, cuda:N, mps or cpu (default cpu)")
+    data = option("--data", default=None,
+                  help="data set: 'chorales' (embedded, default), 'jsb' (official split, downloaded), or a path")
+    jsb = option("--data", default="jsb", help="'jsb' (the official split, downloaded once and sha256-checked; "
+                                               "the default) or the path of a local Jsb16thSeparated.json")
+    quiet = option("--quiet", action="store_true", help="no progress bars")
+    note = option("--note", default=None, help="a line of provenance stored in what is written (how the runs "
+                                               "were made, when not by this command alone)")
+
+    t = sub.add_parser("train", help="train a model; the last line printed is its validation NLL",
+                       parents=[profile, data, device, quiet])
     t.add_argument("--model", required=True, choices=sorted(MODELS), help="which model of the book")
-    t.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                   help="model size and budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu)")
     t.add_argument("--out", required=True, help="run directory: checkpoints go here; an existing one is resumed")
     t.add_argument("--steps", type=positive_int, default=None, help="override the profile's number of training steps")
     t.add_argument("--seed", type=seed_int, default=None, help="random seed (default 0)")
@@ -430,17 +451,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="override the profile's batch: crops per step, over all ranks under torchrun")
     t.add_argument("--micro-batch", type=positive_int, default=None,
                    help="crops per forward pass; the gradients of a rank's batch accumulate over them")
-    t.add_argument("--data", default=None, help=data_help)
-    t.add_argument("--device", type=device_arg, default=None,
-                   help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     t.add_argument("--teachers", nargs="+", default=None, metavar="RUN",
                    help="distil: train on the mean predictions of these trained runs (chapter 11)")
     t.add_argument("--teacher-weight", type=_number(float, lambda v: 0 < v <= 1, "in (0, 1]"), default=None,
                    help="with --teachers: the teachers' share of each target (default 1)")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 
-    g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file")
+    g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file", parents=[data, cpu])
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a run directory written by 'train' (or its ckpt.pt)")
     src.add_argument("--pretrained", choices=PRETRAINED, metavar="NAME",
@@ -460,16 +477,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     g.add_argument("--prompt-index", type=nonnegative_int, default=None,
                    help="which chorale of that split (default 0)")
     g.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
-    g.add_argument("--data", default=None, help=data_help)
-    g.add_argument("--device", type=device_arg, default=None, help="device to sample on (default cpu)")
     g.set_defaults(func=cmd_generate)
 
-    b = sub.add_parser("baselines", help="validation NLL of the chapter 0 baselines")
-    b.add_argument("--data", default=None, help=data_help)
+    b = sub.add_parser("baselines", help="validation NLL of the chapter 0 baselines", parents=[data])
     b.add_argument("--max-n", type=positive_int, default=7, help="largest n-gram order")
     b.set_defaults(func=cmd_baselines)
 
-    c = sub.add_parser("bench", help="time and peak memory of the book's attention implementations")
+    c = sub.add_parser("bench", help="time and peak memory of the book's attention implementations",
+                       parents=[cpu])
     c.add_argument("what", choices=["attention", "sample"],
                    help="attention: time and memory per length; sample: tokens/s with and without the cache")
     c.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["learned-positions", "relative", "local"],
@@ -483,7 +498,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     c.add_argument("--heads", type=positive_int, default=4, help="number of heads, dividing --n-embd (default 4)")
     c.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
     c.add_argument("--repeats", type=positive_int, default=3, help="timed repeats; the best is kept (default 3)")
-    c.add_argument("--device", type=device_arg, default="cpu", help="cpu or cuda (default cpu)")
     impls = list(implementations())
     c.add_argument("--impl", nargs="+", choices=impls, default=None, metavar="NAME",
                    help=f"implementations to run (default all): {', '.join(map(repr, impls))}")
@@ -494,21 +508,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     c.set_defaults(func=cmd_bench)
 
     m = sub.add_parser("compare", help="train every compared model of chapter 11 over several seeds and write "
-                                       "a results file (NLL per piece, for a bootstrap)")
-    m.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                   help="budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu); paper: the recipe")
+                                       "a results file (NLL per piece, for a bootstrap)",
+                       parents=[profile, jsb, device, quiet, note])
     m.add_argument("--out", required=True, help="directory: one run per seed and model; an interrupted run resumes")
     m.add_argument("--seeds", type=positive_int, default=3, help="seeds per model (default 3)")
     m.add_argument("--steps", type=positive_int, default=None, help="override the budget's number of steps")
     m.add_argument("--models", nargs="+", choices=sorted(compared()), default=None, metavar="NAME",
                    help="models to train (default every compared one)")
-    m.add_argument("--data", default="jsb", help="'jsb' (the official split) or a local Jsb16thSeparated.json")
     m.add_argument("--export", default=None, metavar="FILE.json", help="write the results file here")
-    m.add_argument("--device", type=device_arg, default=None,
-                   help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
-    m.add_argument("--quiet", action="store_true", help="no progress bars")
-    m.add_argument("--note", default=None, help="a line of provenance stored in the results file (how the runs "
-                                                 "were made, when not by this command alone)")
     m.add_argument("--ledger", default=None, metavar="DIR",
                    help="a folder of finished runs, one file each: runs found there are taken, runs finished here "
                         "are added at once (a comparison longer than one machine's session, or split between "
@@ -523,37 +530,28 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     u.set_defaults(func=cmd_budget)
 
     r = sub.add_parser("reproduce", help="train absolute and relative decoders on the official JSB split and "
-                                         "compare them with the Music Transformer paper")
+                                         "compare them with the Music Transformer paper",
+                       parents=[profile, jsb, device, quiet, note])
     r.add_argument("what", choices=["jsb", "ablation"],
                    help="jsb: the paper's Table 2 rows; ablation: what each ingredient of the recipe buys")
-    r.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                   help="model size and budget (default: $MUSICTX_PROFILE, else gpu with CUDA, else cpu)")
     r.add_argument("--out", required=True,
                    help="directory: one run per model goes in it; an interrupted run is resumed")
-    r.add_argument("--data", default="jsb", help="'jsb' (the official split, downloaded once and sha256-checked; "
-                                                 "the default) or the path of a local Jsb16thSeparated.json")
-    r.add_argument("--device", type=device_arg, default=None,
-                   help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     r.add_argument("--distil", type=_number(int, lambda v: v >= 2, "an integer >= 2"), default=None, metavar="N",
                    help="jsb: also train seeds 1..N-1 of each model and distil the N runs into one model of the "
                         "same size, which --export then ships (the recipe's last step, chapter 11)")
-    r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--models", nargs="+", choices=PRETRAINED, default=None,
                    metavar="NAME", help="train only these rows (default all three), e.g. one per process")
     r.add_argument("--seeds", type=positive_int, default=1, help="ablation: seeds per variant (default 1)")
-    r.add_argument("--note", default=None, help="a line of provenance stored in each exported record")
     r.add_argument("--export", default=None, metavar="DIR",
                    help="write each trained model in float16 with its record into DIR "
                         "(musictx_lite/pretrained ships them: the 'paper' profile's models)")
     r.set_defaults(func=cmd_reproduce)
 
     e = sub.add_parser("export", help="ship a finished run: its best weights in float16 and a record with "
-                                      "its provenance and NLL (as reproduce --export)")
+                                      "its provenance and NLL (as reproduce --export)", parents=[jsb, note])
     e.add_argument("run", help="a run directory written by 'train'")
     e.add_argument("--to", default="musictx_lite/pretrained", metavar="DIR",
                    help="where <model>.pt and <model>.json go (default musictx_lite/pretrained)")
-    e.add_argument("--data", default="jsb", help="'jsb' (the official split) or a local Jsb16thSeparated.json")
-    e.add_argument("--note", default=None, help="a line of provenance stored in the record")
     e.set_defaults(func=cmd_export)
     return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r, "compare": m,
                 "export": e}
@@ -588,7 +586,7 @@ def main(argv: list[str] | None = None) -> None:
         a.func(a)
     except KeyboardInterrupt:
         # train() has written its checkpoint and re-raised: one line, not a traceback
-        if a.cmd == "train" and (Path(a.out) / "ckpt.pt").exists():
+        if a.cmd == "train" and (Path(a.out) / CKPT).exists():
             print(f"interrupted: the checkpoint in {a.out} holds the last complete step; "
                   f"run the same command again to resume", file=sys.stderr)
         elif a.cmd in ("reproduce", "compare") and Path(a.out).is_dir():

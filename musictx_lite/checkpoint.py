@@ -1,9 +1,10 @@
 """The checkpoint format: what ``train`` writes into a run directory, and how it is read back.
 
-Notebook: book/using.md (resuming a run, shipped models). ``training`` writes checkpoints,
-``models.load_checkpoint`` rebuilds a model from one. A checkpoint is a dict of plain tensors
-and numbers, read with ``torch.load(weights_only=True)``: no code runs when it is loaded.
-Parameter names are part of the format, so old checkpoints keep loading.
+Notebook: book/using.md (resuming a run, shipped models). ``engine.callbacks.Checkpoints`` writes a run's
+checkpoints, ``study.hub.export`` a shipped model's, both with ``write_checkpoint``; ``read_checkpoint``
+reads them (``models.load_checkpoint`` rebuilds a model from one). A checkpoint is a dict of plain tensors
+and numbers, read with ``torch.load(weights_only=True)``: no code runs when it is loaded. Parameter names
+are part of the format, so old checkpoints keep loading.
 """
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ from pathlib import Path
 
 import torch
 
-CKPT = "ckpt.pt"
+from .files import atomic_write
+
+CKPT = "ckpt.pt"                    # a run directory's checkpoint
 CKPT_KEYS = ("model_name", "model_config", "train_config", "model", "step")
 # Names a model's configuration had before: checkpoints and records written then still load.
 RENAMED = {"block_size": "context"}
+
+
+def checkpoint_file(path: str | os.PathLike) -> Path:
+    """The checkpoint file of ``path``: a run directory's ``ckpt.pt``, or ``path`` itself."""
+    path = Path(path)
+    return path / CKPT if path.is_dir() else path
 
 
 def upgrade_config(config: dict) -> dict:
@@ -23,11 +32,18 @@ def upgrade_config(config: dict) -> dict:
     return {RENAMED.get(k, k): v for k, v in config.items()}
 
 
+def write_checkpoint(path: str | os.PathLike, state: dict) -> Path:
+    """Write ``state`` (with at least ``CKPT_KEYS``) to ``path`` atomically: the previous file survives any
+    failure. Returns the path."""
+    missing = [k for k in CKPT_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"a checkpoint needs {list(CKPT_KEYS)}; this one lacks {missing}")
+    return atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
 def read_checkpoint(path: str | os.PathLike, device: torch.device | str = "cpu") -> dict:
     """The contents of a checkpoint written by ``train`` (a run directory or its ckpt.pt); clear errors otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / CKPT
+    path = checkpoint_file(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+WIDTH = 88                      # the book's column: no line the package prints for a page is wider
+
 
 def _get(name: str) -> str | None:
     value = os.environ.get(name, "").strip()

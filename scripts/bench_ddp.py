@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     import torch
 
-    from musictx_lite.experiments.hub import provenance
+    from musictx_lite.study.hub import provenance
 
     train = ["--model", a.model, "--profile", a.profile, "--steps", str(a.steps), "--batch-size", str(a.batch_size)]
     rows = [run(train, 1, 1, a.device), run(train, 1, a.procs, a.device), run(train, a.procs, 1, a.device)]

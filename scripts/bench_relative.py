@@ -59,8 +59,8 @@ def train_speed(impl: str, steps: int, device: str) -> dict:
     by ``impl`` (evaluation left out), and its final training loss."""
     import torch
 
-    from musictx_lite.experiments.profiles import get_profile
-    from musictx_lite.experiments.training import train
+    from musictx_lite.engine.profiles import get_profile
+    from musictx_lite.engine.training import train
     from musictx_lite.io.data import load_chorales
     from musictx_lite.models.registry import build_model
     from musictx_lite.models.relative_fast import RelativeGlobalAttention
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.max_gib is None:
         a.max_gib = 16.0 if torch.device(a.device).type == "cuda" else 4.0
 
-    from musictx_lite.experiments.bench import bench_attention, format_table, longest_length
-    from musictx_lite.experiments.hub import provenance
+    from musictx_lite.study.bench import bench_attention, format_table, longest_length
+    from musictx_lite.study.hub import provenance
 
     t0 = time.perf_counter()
     rows = bench_attention(a.lengths, 128, 4, 1, a.repeats, a.device, TABLE, max_gib=8.0)
@@ -152,7 +152,8 @@ def markdown(rec: dict) -> str:
                                                         for L in Ls) + " |")
     lines += ["", f"Local skew: the slowest length costs {rat['local skew, spread of us per token']:.2f}x the "
                   "fastest per token.", "",
-              f"**The longest L that trains one layer of the paper's sizes** (D = {lg['n_embd']}, {lg['n_heads']} heads "
+              f"**The longest L that trains one layer of the paper's sizes** (D = {lg['n_embd']}, "
+              f"{lg['n_heads']} heads "
               f"of {lg['n_embd'] // lg['n_heads']}, batch {lg['batch']}) within {lg['max_gib']:g} GiB"
               + (" of measured peak tensor memory, on a CPU" if cpu else f", the allocator capped on {rec['device']}")
               + ":", "", "| implementation | longest L | its peak | shortest L that did not fit | paper (16 GB GPU) |",

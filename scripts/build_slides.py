@@ -42,7 +42,7 @@ from typing import Callable
 
 import nbformat
 
-from scripts import ROOT, book_extension, student_notebooks   # student_notebooks: which cells are solutions
+from scripts import ROOT, book_extension, student_notebooks  # student_notebooks: which cells are solutions
 
 offline = book_extension("offline")     # book/_ext/offline.py: the npm download helper and the MathJax bundle
 
@@ -135,7 +135,10 @@ def myst_to_markdown(text: str, cite: Callable[[str, str], str], keyprefix: str 
             fence, name, arg = m.group(1), m.group(3), m.group(4).strip()
             j = i + 1
             opts, body = {}, []
-            while j < len(lines) and not (lines[j].strip().startswith(fence) and lines[j].strip().strip(fence[0]) == ""):
+            def closes(line: str) -> bool:
+                return line.strip().startswith(fence) and line.strip().strip(fence[0]) == ""
+
+            while j < len(lines) and not closes(lines[j]):
                 o = re.match(r"^:([\w-]+):\s*(.*)$", lines[j])
                 if o and not body:
                     opts[o.group(1)] = o.group(2)

@@ -1,4 +1,5 @@
-"""Record how long each chapter took in the last ``make book``, and put the range over the builds in the lecturer's guide.
+"""Record how long each chapter took in the last ``make book``, and put the range over the builds in the
+lecturer's guide.
 
     python -m scripts.build_times --note "alone"          # after make book: add this build to the record
     python -m scripts.build_times --guide                 # rewrite the guide's table from the record
@@ -16,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -58,7 +58,7 @@ def add_build(note: str, cache: Path = CACHE, record: Path = RECORD) -> dict:
     """Append the last build's chapter times to ``record``; return the build."""
     import torch
 
-    from musictx_lite.experiments.hub import git_commit
+    from musictx_lite.study.hub import git_commit
 
     seconds = chapter_seconds(cache)
     if not seconds:

@@ -1,4 +1,5 @@
-"""Run every chapter's Colab install cell in an environment built from Colab's published package list, then every chapter.
+"""Run every chapter's Colab install cell in an environment built from Colab's published package list, then
+every chapter.
 
     python -m scripts.colab_env [--python python3.13] [--only 00 11] [--out colab-env.json] [--keep]
     python -m scripts.colab_env --resolve      # the cheap check: pip's plan only, nothing downloaded but metadata
@@ -412,7 +413,8 @@ def full_check(args, python: str, work: Path, log) -> dict:
     report = next((json.loads(ln.split(" ", 1)[1]) for ln in cell_text(ran_nb["cells"][2]).splitlines()
                    if ln.startswith("COLAB-CHECK ")), None)
     rec["install_cell"] = {"sha256": hashlib.sha256(original.encode()).hexdigest(),
-                           "replaced": {repository()[0]: "file:// URL of a clone of the checkout, main = the working tree",
+                           "replaced": {repository()[0]:
+                                        "file:// URL of a clone of the checkout, main = the working tree",
                                         "pins = f\"https://raw.githubusercontent.com/...\"": "that clone's file"},
                            "output": cell_text(ran_nb["cells"][1]).replace(str(work), "$WORK").strip(),
                            "error": error}
@@ -442,7 +444,8 @@ def full_check(args, python: str, work: Path, log) -> dict:
     check_after = subprocess.run([py, "-m", "pip", "check"], capture_output=True, text=True, env=env)
     old = set(check_before.stdout.splitlines())
     rec["pip_check"] = {"before": check_before.stdout.strip(), "after": check_after.stdout.strip(),
-                        "new": [ln for ln in check_after.stdout.splitlines() if ln not in old and "No broken" not in ln]}
+                        "new": [ln for ln in check_after.stdout.splitlines()
+                                if ln not in old and "No broken" not in ln]}
     log(f"install cell: {timings['install_cell']:.0f} s; added {rec['added']}; changed {rec['changed'] or 'nothing'}; "
         f"pip check: {check_after.stdout.strip()}")
 
@@ -508,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the install would change what Colab has: {plan['changed']}", file=sys.stderr)
         return 1 if plan["changed"] else 0
 
-    from musictx_lite.experiments.hub import git_commit
+    from musictx_lite.study.hub import git_commit
 
     commit = git_commit()
     work = Path(tempfile.mkdtemp(prefix="musictx-colab-"))
@@ -547,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
               **rec}
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     ok = len(chapters) - sum(1 for r in chapters if not r["ok"])
-    log(f"Python {record['python']}: {seconds} s in all ({', '.join(f'{k} {v:.0f} s' for k, v in rec.get('timings_seconds', {}).items())}); "
+    timings = ", ".join(f"{k} {v:.0f} s" for k, v in rec.get("timings_seconds", {}).items())
+    log(f"Python {record['python']}: {seconds} s in all ({timings}); "
         f"added {len(rec.get('added', {}))}, changed {len(rec.get('changed', {}))}; {ok} of {len(chapters)} chapters "
         f"ran, {sum(r['widget_views'] for r in chapters)} widget views; wrote {args.out}")
     if problems:

@@ -38,8 +38,8 @@ def costliest_first(names: list[str], profile: str = "paper") -> list[str]:
     device that trained most of its runs (a file from several machines has seconds of different speeds)."""
     from collections import Counter
 
-    from musictx_lite.experiments.hub import HERE
-    from musictx_lite.experiments.profiles import train_flops
+    from musictx_lite.engine.profiles import train_flops
+    from musictx_lite.study.hub import HERE
 
     try:
         res = json.loads((HERE / "compare.json").read_text())
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         ap.error("--workers must be at least 1")
 
-    from musictx_lite.experiments.compare import compared
+    from musictx_lite.study.compare import compared
 
     names = costliest_first(args.models or list(compared()), args.profile)
     base = [sys.executable, "-m", "musictx_lite", "compare", "--profile", args.profile, "--seeds", str(args.seeds),

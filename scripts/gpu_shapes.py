@@ -31,7 +31,7 @@ sys.path.insert(0, {tests!r})
 from virtual_device import VirtualDevice
 os.environ["MUSICTX_DEVICE"] = "meta"       # the pretend accelerator (tests/conftest.py says why "meta")
 VirtualDevice("meta").__enter__()
-from musictx_lite.experiments import profiles
+from musictx_lite.engine import profiles
 _g, _few = profiles.PROFILES["gpu"], dict(max_steps={steps}, warmup_steps=1, eval_every={half},
                                            ckpt_every={half})
 profiles.PROFILES["gpu"] = replace(

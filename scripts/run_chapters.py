@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import musictx_lite
     from musictx_lite.device import pick_device
-    from musictx_lite.experiments.hub import provenance
+    from musictx_lite.study.hub import provenance
 
     args.out.mkdir(parents=True, exist_ok=True)
     ledger = read_ledger(args.out)

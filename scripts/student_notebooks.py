@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from scripts import ROOT
+
 SOLUTION = re.compile(r"\bexercise_\d+_\d+\(")
 NOTE = ("> **Student version.** This notebook is generated from the book's chapter by "
         "`scripts/student_notebooks.py`, without the reference solutions of the exercises. Write yours in "
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "notebooks" / "students")
     ap.add_argument("--check", action="store_true", help="fail if a committed student notebook is stale")
     ap.add_argument("--links", action="store_true",
-                    help="first point each chapter's install cell and student link at _config.yml's repository and branch")
+                    help="first point each chapter's install cell and student link at _config.yml's "
+                         "repository and branch")
     ap.add_argument("chapters", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     args = ap.parse_args(argv)
     import nbformat

@@ -29,9 +29,9 @@ def peak_of(device_name: str) -> float | None:
 
 
 def time_models(data, profile: str, steps: int, device=None) -> list[dict]:
-    from musictx_lite.experiments.compare import budget, train_compared
-    from musictx_lite.experiments.profiles import t4_minutes
-    from musictx_lite.experiments.reproduce import JSB_MODELS
+    from musictx_lite.engine.profiles import t4_minutes
+    from musictx_lite.study.compare import budget, train_compared
+    from musictx_lite.study.reproduce import JSB_MODELS
 
     rows = []
     for name, _ in JSB_MODELS:
@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from musictx_lite import load_jsb
     from musictx_lite.device import pick_device
-    from musictx_lite.experiments.hub import _device_name, provenance
-    from musictx_lite.experiments.profiles import T4_FLOPS, t4_minutes_from
+    from musictx_lite.engine.profiles import T4_FLOPS, t4_minutes_from
+    from musictx_lite.study.hub import _device_name, provenance
 
     device = pick_device()
     data = load_jsb() if args.data == "jsb" else load_jsb(args.data)
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                  "by peak (all arithmetic: an upper bound), " if peak else "")
               + f"{r['t4_minutes_cost_model']:.0f} min by the cost model", flush=True)
     command = " ".join(["python -m scripts.time_recipe"] + (sys.argv[1:] if argv is None else argv))
-    out = {**provenance(device), "command": command, "profile": args.profile, "peak_tflops": peak, "t4_peak_tflops": PEAK_TFLOPS["T4"],
+    out = {**provenance(device), "command": command, "profile": args.profile, "peak_tflops": peak,
+           "t4_peak_tflops": PEAK_TFLOPS["T4"],
            "t4_flops_cost_model": T4_FLOPS, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

@@ -13,17 +13,20 @@ PKG = Path(__file__).resolve().parents[1] / "musictx_lite"
 
 LAYERS = {
     # 0: utilities, which every layer may use: settings (every MUSICTX_* variable), the version,
-    #    devices, reading checkpoints
-    "utilities": ["settings", "version", "device", "checkpoint"],
+    #    devices, writing files atomically, the checkpoint format
+    "utilities": ["settings", "version", "device", "files", "checkpoint"],
     # 1: input and output: data sets, tokens, MIDI, audio, scores, statistics of music
     "io": ["io"],
     # 2: the model: its configuration, its parts, the decoder, what it is scored on, the causality probes, the registry
     "model": ["models"],
-    # 3: experiments: training, sampling, sizes and budgets, comparison, benchmarks, reproduction, pretrained
-    "experiments": ["experiments"],
-    # 4: the classroom: exercises and their checkers, widgets, figures, the leaderboard, the chapter setup
+    # 3: the engine: the training loop and its callbacks, precision, several processes, distillation,
+    #    sampling, and the settings of a run (profiles)
+    "engine": ["engine"],
+    # 4: the study: baselines, the comparison, benchmarks, the reproduction of the paper, the shipped models
+    "study": ["study"],
+    # 5: the classroom: exercises and their checkers, widgets, figures, the leaderboard, the chapter setup
     "classroom": ["classroom"],
-    # 5: the entry points
+    # 6: the entry points
     "entry": ["__init__", "__main__"],
 }
 LEVEL = {mod: i for i, mods in enumerate(LAYERS.values()) for mod in mods}
@@ -122,7 +125,7 @@ def test_the_imports_form_no_cycle():
     assert cycles(graph()) == []
 
 
-@pytest.mark.parametrize("subpackage", ["io", "models", "experiments", "classroom"])
+@pytest.mark.parametrize("subpackage", ["io", "models", "engine", "study", "classroom"])
 def test_no_cycle_inside_a_subpackage(subpackage):
     g = graph(within=subpackage)
     assert len(g) >= 4                                  # the subpackage's modules were found
@@ -139,9 +142,9 @@ def test_the_cycle_search_can_fail(g, has_cycle):
 def test_the_import_reader_sees_lazy_and_relative_imports(tmp_path):
     src = tmp_path / "m.py"
     src.write_text("from . import settings\nfrom .data import Piece\n\ndef f():\n    from ..x import y\n"
-                   "    import musictx_lite.experiments.hub\n")
+                   "    import musictx_lite.study.hub\n")
     found = [t for t, _ in imports("exercises.m", src)]
-    assert found == ["exercises.settings", "exercises.data", "x", "experiments.hub"]
+    assert found == ["exercises.settings", "exercises.data", "x", "study.hub"]
 
 
 def test_settings_are_read_in_one_place(monkeypatch):
@@ -156,3 +159,43 @@ def test_settings_are_read_in_one_place(monkeypatch):
     assert settings.data() == "jsb" and settings.progress() is False and settings.profile() is None
     monkeypatch.setenv("MUSICTX_PROFILE", "")                       # set but empty: as if unset
     assert settings.profile() is None
+
+
+CONFIGS = {"ModelConfig", "TrainConfig"}
+
+
+def config_merges(tree: ast.AST) -> list[int]:
+    """Lines that build a ModelConfig or TrainConfig from settings put together from several places: a
+    ``**`` of a dict display with ``**`` in it (``{**a, **b}``), of ``a | b``, or of ``x.__dict__``, or
+    ``dataclasses.replace`` with ``**`` keywords."""
+    def merged(v: ast.AST) -> bool:
+        return ((isinstance(v, ast.Dict) and None in v.keys) or isinstance(v, ast.BinOp)
+                or any(isinstance(n, ast.Attribute) and n.attr == "__dict__" for n in ast.walk(v)))
+
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        star = [k.value for k in node.keywords if k.arg is None]
+        if (name in CONFIGS and any(merged(v) for v in star)) or (name == "replace" and star
+                                                                  and isinstance(f, ast.Name)):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_one_function_puts_a_runs_settings_together():
+    """``engine.profiles.resolve`` is the one place where a ModelConfig or TrainConfig is merged from several
+    sources; any other module asks it."""
+    found = {str(p.relative_to(PKG)): config_merges(ast.parse(p.read_text())) for p in PKG.rglob("*.py")}
+    assert {k: v for k, v in found.items() if v} == {"engine/profiles.py": found["engine/profiles.py"]}
+    assert found["engine/profiles.py"]                      # the profiles are seen (gpu: the recipe, changed)
+
+
+@pytest.mark.parametrize("src, merges", [
+    ("ModelConfig(**{**a, 'context': 4})", True), ("TrainConfig(**{**t.__dict__, **kw})", True),
+    ("TrainConfig(**(a | b))", True), ("replace(cfg, **{k: 1})", True), ("ModelConfig(**ck['model_config'])", False),
+    ("replace(cfg, context=4)", False), ("TrainConfig(max_steps=3)", False)])
+def test_the_merge_search_can_fail(src, merges):
+    assert bool(config_merges(ast.parse(src))) == merges

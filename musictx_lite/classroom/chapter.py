@@ -14,13 +14,13 @@ import textwrap
 import torch
 
 from ..device import pick_device
-from ..experiments.profiles import Profile, get_profile
+from ..engine.profiles import Profile, get_profile
 from ..version import __version__
 
 
 def setup(profile: str | None = None, seed: int = 0) -> Profile:
     """Pick and print the profile, device and versions; seed torch. Every chapter starts here."""
-    from .plots import style                          # matplotlib and ipywidgets: only when a chapter runs
+    from .plots import style  # matplotlib and ipywidgets: only when a chapter runs
     from .widgets import enable_colab
 
     p = get_profile(profile)
@@ -72,10 +72,8 @@ CHAPTER_RUNS: dict[int, list[tuple]] = {
 
 def chapter_minutes(profile: Profile | str | None = None) -> dict[int, float]:
     """Estimated T4 minutes of training per chapter in ``profile`` (``profiles.config_t4_minutes``)."""
-    from dataclasses import replace
-
-    from ..experiments.compare import budget, compared
-    from ..experiments.profiles import config_t4_minutes
+    from ..engine.profiles import config_t4_minutes, resolve
+    from ..study.compare import budget, compared
 
     p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
     out = {}
@@ -86,10 +84,10 @@ def chapter_minutes(profile: Profile | str | None = None) -> dict[int, float]:
             continue
         total = 0.0
         for name, n, share, model_kw, train_kw in runs:
-            mcfg, tcfg = p.model_config(name), p.train_config(name)
-            mcfg = replace(mcfg, **{k: int(getattr(mcfg, k) * v) for k, v in model_kw.items()})
-            tcfg = replace(tcfg, max_steps=max(1, int(tcfg.max_steps * share)),
-                           **{k: max(1, int(getattr(tcfg, k) * v)) for k, v in train_kw.items()})
-            total += n * config_t4_minutes(name, mcfg, tcfg)
+            mcfg, tcfg = resolve(name, p)
+            scaled = {k: max(1, int(getattr(cfg, k) * v)) for cfg, kw in ((mcfg, model_kw), (tcfg, train_kw))
+                      for k, v in kw.items()}
+            total += n * config_t4_minutes(name, *resolve(name, p, max_steps=max(1, int(tcfg.max_steps * share)),
+                                                          **scaled))
         out[chapter] = total
     return out

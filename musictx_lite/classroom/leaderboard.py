@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import settings
-from ..io.data import atomic_write, cache_root
+from ..files import atomic_write
+from ..io.data import cache_root
 
-WIDTH = 88                      # the book's column: no printed line is wider
 NAME_WIDTH = 24
 NOTE_WIDTH = 24
 TOKEN_TASK = "next"             # the task whose NLL is in nats per token
@@ -52,7 +52,7 @@ def _slug(text: str) -> str:
 
 def folder() -> Path:
     """Where this profile's and data's rows live (created on first write)."""
-    from ..experiments.profiles import get_profile
+    from ..engine.profiles import get_profile
 
     root = settings.leaderboard_dir() or cache_root() / "leaderboard"
     data = settings.data()
@@ -105,8 +105,8 @@ _BASELINES: dict[str, dict[str, float]] = {}
 def baselines(data=None) -> dict[str, float]:
     """Chapter 0's baselines on the validation pieces of ``data`` (default: ``load_data()``), computed once
     per data source and process."""
-    from ..experiments.baselines import baseline_nlls
     from ..io.data import load_data
+    from ..study.baselines import baseline_nlls
 
     key = settings.data() if data is None else f"source: {data.source}"
     if key not in _BASELINES:

@@ -16,10 +16,9 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.ticker import MaxNLocator
 
+from ..engine.training import History
 from ..io.midi import STEPS_PER_QUARTER, notes_of
 from ..io.tokens import VOICES
-from ..experiments.training import History
-
 
 DPI = 150                                   # figures in the book: sharp on a high-density screen
 BOOL_COLORS = ("#f0f0f0", "#08306b")       # False, True: never the same colour, whatever the matrix holds

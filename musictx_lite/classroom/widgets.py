@@ -49,14 +49,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import settings
-from ..models.attention import attention_weights
-from ..io.data import Piece
-from ..io.audio import Clip, play
 from ..classroom.plots import piano_roll
-from .plots import DPI, attention_over_roll
-from ..experiments.sample import generate, prompt_from
-from ..models.tasks import NEXT_TOKEN
+from ..engine.sample import generate, prompt_from
+from ..io.audio import Clip, play
+from ..io.data import Piece
 from ..io.tokens import VOCAB_SIZE, VOICES, decode, encode
+from ..models.attention import attention_weights
+from ..models.tasks import NEXT_TOKEN
+from .plots import DPI, attention_over_roll
 
 MODE_VAR = settings.WIDGETS
 WIDGET_DPI = 100          # live figures: quick to draw; the static versions use the book's DPI
@@ -323,7 +323,7 @@ def sample_music(model: nn.Module, piece: Piece | None = None, prompt_steps: int
 def score_html(grid: np.ndarray, title: str | None = None, max_bars: int = 8) -> str:
     """The score of ``grid`` (``score.svg``) as HTML; where it cannot be drawn here, a line that says why."""
     try:
-        from ..io.score import svg                                          # music21 and verovio: imported late
+        from ..io.score import svg  # music21 and verovio: imported late
 
         return f'<div class="musictx-score" style="overflow-x:auto">{svg(grid, title=title, max_bars=max_bars)}</div>'
     except ImportError as e:
@@ -424,7 +424,7 @@ def explore_sampler(model: nn.Module | None = None, pieces=None, prompt_steps: i
     By default it samples the shipped relative-attention model (``pretrained("relative")``, chapter 11),
     continuing the validation chorales of the official JSB split where it can be loaded, else the embedded ones."""
     if model is None:
-        from ..experiments.hub import pretrained
+        from ..study.hub import pretrained
 
         model = pretrained("relative")
     if pieces is None:

@@ -154,8 +154,8 @@ def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float =
 
     Shows as an audio player, a link that downloads the MIDI of exactly what plays (as ``name``) and
     a line saying which synthesiser played: FluidSynth with a General MIDI organ if pyfluidsynth and
-    the FluidSynth library are installed, else an organ-like additive synthesis (``organ``). Clips are short, mono and at a low sample
-    rate so that book pages stay small.
+    the FluidSynth library are installed, else an organ-like additive synthesis (``organ``). Clips are
+    short, mono and at a low sample rate so that book pages stay small.
     """
     steps = int(seconds * tempo / 60 * STEPS_PER_QUARTER)
     pitches = np.asarray(pitches)[:steps]

@@ -15,16 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from .. import settings
+from ..files import atomic_write
 
 EMBEDDED = Path(__file__).parent / "chorales.npz"
 JSB_URL = "https://raw.githubusercontent.com/czhuang/JSB-Chorales-dataset/master/Jsb16thSeparated.json"
@@ -79,25 +78,6 @@ def load_chorales(path: str | os.PathLike = EMBEDDED) -> Splits:
         sl = slice(off[i], off[i + 1])
         out[str(split)].append(Piece(str(name), arrays["pitches"][sl].astype(np.int64), arrays["onsets"][sl]))
     return Splits(**out, source="music21 Bach chorales (embedded)")
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``: a failed
-    write leaves no half-written file, and an existing ``path`` stays as it was."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix + ".part")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)                   # as open() would make it, not mkstemp's 0600
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
 
 
 def cache_root() -> Path:

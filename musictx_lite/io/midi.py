@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import atomic_write
+from ..files import atomic_write
 from .tokens import VOICES
 
 TEMPO = 90.0            # quarter notes per minute

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import atomic_write
-from .midi import STEPS_PER_QUARTER, notes_of
+from ..files import atomic_write
 from .audio import download_link
+from .midi import STEPS_PER_QUARTER, notes_of
 from .tokens import VOICES
 
 STEPS_PER_BAR = 4 * STEPS_PER_QUARTER        # 4/4

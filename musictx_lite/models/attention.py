@@ -20,8 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ModelConfig
 from ..device import evaluating, to_model
+from .config import ModelConfig
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:

@@ -15,11 +15,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..device import evaluating, to_model
+from ..io.data import Piece
+from ..io.tokens import MASK, PAD, encode
 from .attention import Head, recording
 from .config import ModelConfig
-from ..io.data import Piece
-from ..device import evaluating, to_model
-from ..io.tokens import MASK, PAD, encode
 
 
 def hide(steps: torch.Tensor, voice: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

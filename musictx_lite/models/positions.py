@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ModelConfig
 from ..device import evaluating, to_model
 from ..io.tokens import encode
+from .config import ModelConfig
 
 
 class LearnedPositions(nn.Module):

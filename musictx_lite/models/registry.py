@@ -19,10 +19,10 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
+from ..checkpoint import read_checkpoint
 from .attention import CausalHead, Head, MultiHeadAttention, MultiHeadLoop
 from .blocks import block_decoder
 from .cache import with_cache
-from ..checkpoint import read_checkpoint
 from .config import ModelConfig
 from .decoder import Decoder
 from .fill import VoiceFill

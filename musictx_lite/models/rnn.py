@@ -10,6 +10,7 @@ alpha_i = softmax_j(e_i), and the context c_i = sum_j alpha_ij h_j.
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..io.data import Piece
 from ..device import evaluating, model_device, to_model  # noqa: F401 (evaluating: also read from here)
+from ..io.data import Piece
 from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, encode
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .config import ModelConfig
 from ..io.tokens import VOICES
+from .config import ModelConfig
 
 
 def voice_of(T: int, start: int = 0, device: torch.device | str | None = None) -> torch.Tensor:

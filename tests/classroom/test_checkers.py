@@ -1,5 +1,6 @@
-"""The self-checks for the exercises (musictx_lite/classroom/checkers.py and each chapter's exercises module): every reference solution passes,
-and planted wrong answers fail with a line that names the problem, never with an exception."""
+"""The self-checks for the exercises (musictx_lite/classroom/checkers.py and each chapter's exercises module):
+every reference solution passes, and planted wrong answers fail with a line that names the problem, never with
+an exception."""
 import math
 
 import numpy as np
@@ -7,18 +8,17 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import VIRTUAL_DEVICE  # noqa: E402
+from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.classroom import checkers
-from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.classroom.checkers import CHECKERS, checkers_for
 from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
+from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.models.fnet import causal_fft_conv
 from musictx_lite.models.positions import LearnedPositions, sinusoids
 from musictx_lite.models.relative import skew
-
-from conftest import VIRTUAL_DEVICE  # noqa: E402
-from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 # the exercises whose text asks for a function or a module
 WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.2", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
@@ -288,7 +288,8 @@ PLANTED = [
     ("3.2", (_raise,), "your function raised ValueError: not written yet"),
     ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, scale=False),),
      "differs from MultiHeadAttention's forward by"),
-    ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, scale=False),), "it matches attention without the 1/sqrt(head size)"),
+    ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, scale=False),),
+     "it matches attention without the 1/sqrt(head size)"),
     ("4.1", (lambda mha, x: ch4.mha_einsum(mha, x, mask=False),), "it matches attention without the causal mask"),
     ("4.2", (GQANoMask,), "not causal with n_groups = 4"),
     ("4.2", (GQANoScale,), "differs from MultiHeadAttention by"),

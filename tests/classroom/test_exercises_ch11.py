@@ -4,8 +4,15 @@ import torch
 
 from musictx_lite import ModelConfig, build_model, evaluate_nll
 from musictx_lite.classroom.exercises import exercise_11_1, exercise_11_2, exercise_11_3
+from musictx_lite.classroom.exercises.ch11 import (
+    fit_cost,
+    out_of_range_mass,
+    paired_bootstrap,
+    piece_nlls,
+    predicted_speedup,
+    sample_ms,
+)
 from musictx_lite.io.stats import STATS
-from musictx_lite.classroom.exercises.ch11 import out_of_range_mass, fit_cost, paired_bootstrap, piece_nlls, predicted_speedup, sample_ms
 
 TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=32)
 

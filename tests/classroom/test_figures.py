@@ -5,10 +5,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("agg", force=False)   # tests only: no window (the book never sets the backend)
-import matplotlib.pyplot as plt      # noqa: E402
-import numpy as np                   # noqa: E402
-import pytest                        # noqa: E402
-import torch                         # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from musictx_lite.classroom import plots  # noqa: E402
 
@@ -84,7 +84,7 @@ def test_style_sets_the_resolution():
 
 def test_history_legend_does_not_cover_the_baselines():
     """plot_history: the NLL panel's legend sits outside its axes, so no baseline line is hidden."""
-    from musictx_lite.experiments.training import History
+    from musictx_lite.engine.training import History
     h = History(step=list(range(1, 101)), train_loss=list(np.linspace(3.5, 0.6, 100)),
                 eval_step=[25, 50, 75, 100], valid_nll=[3.2, 1.5, 0.9, 0.7])
     fig = plots.plot_history({"a": h, "b": h}, {"unigram": 3.41, "7-gram": 1.02})

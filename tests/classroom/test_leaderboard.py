@@ -2,8 +2,9 @@
 import pytest
 import torch.nn as nn
 
+from musictx_lite import settings
 from musictx_lite.classroom import leaderboard
-from musictx_lite.experiments.training import History
+from musictx_lite.engine.training import History
 
 BASE = {"unigram": 3.41, "7-gram": 1.02, "same voice": 1.04}
 
@@ -41,7 +42,7 @@ def test_record_and_show_sorted_with_baselines(board, capsys):
     attn = table.rows[3]
     assert attn.steps is None and attn.tokens_per_s is None and attn.params == 10
     assert "4,000" in printed and "0.950" in printed and "seed 0" in printed
-    assert all(len(line) <= leaderboard.WIDTH for line in printed.splitlines())
+    assert all(len(line) <= settings.WIDTH for line in printed.splitlines())
 
 
 def test_later_chapters_show_earlier_rows_and_not_later_ones(board):
@@ -82,7 +83,7 @@ def test_other_tasks_are_listed_apart_and_long_text_is_cut(board, capsys):
     assert table.rows[-1].task == "fill"
     ranked, other = text.split("task 'fill'")
     assert "fill-in" not in ranked and "fill-in" in other and "0.600" in other
-    assert all(len(line) <= leaderboard.WIDTH for line in text.splitlines())
+    assert all(len(line) <= settings.WIDTH for line in text.splitlines())
 
 
 def test_a_corrupt_file_is_ignored(board):
@@ -111,8 +112,8 @@ def test_notebook_displays_the_table_once(board, capsys):
 def test_baselines_are_those_of_the_data_passed_in():
     """Computed once per data source: the default data's baselines are never served for other data."""
     from musictx_lite import load_chorales
-    from musictx_lite.experiments.baselines import baseline_nlls
     from musictx_lite.io.data import Splits
+    from musictx_lite.study.baselines import baseline_nlls
 
     full = load_chorales()
     small = Splits(full.train[:5], full.valid[:3], full.test[:3], source="five chorales")

@@ -7,8 +7,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 from scripts import student_notebooks as sn
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -44,7 +45,8 @@ def test_book_links_the_student_version_in_colab(path):
 
 def test_links_follow_the_configured_branch(tmp_path, monkeypatch):
     chapter = tmp_path / CHAPTERS[0].name
-    chapter.write_text(CHAPTERS[0].read_text().replace("/blob/main/notebooks/students/", "/blob/v0.0.9/notebooks/students/"))
+    chapter.write_text(CHAPTERS[0].read_text().replace("/blob/main/notebooks/students/",
+                                                       "/blob/v0.0.9/notebooks/students/"))
     assert sn.relink(chapter) and not sn.relink(chapter)
     assert chapter.read_text() == CHAPTERS[0].read_text()
 

@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
+from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 import musictx_lite as mtx
 from musictx_lite.classroom import widgets
-from musictx_lite.models.attention import attention_weights
 from musictx_lite.classroom.plots import token_time
+from musictx_lite.models.attention import attention_weights
 from musictx_lite.models.relative import relative_logits_direct, skew
-
-from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
-from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -218,8 +217,8 @@ def test_skew_widget_steps_and_fallback():
 # ---------------------------------------------------------------- live or static, Colab, devices
 
 def test_explore_shows_the_widget_live_and_the_fallback_static(model, pieces, monkeypatch):
-    import ipywidgets
     import IPython.display
+    import ipywidgets
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))

@@ -1,10 +1,9 @@
 """The embedded chorale file is exactly what scripts/build_chorales.py makes from music21."""
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -139,7 +139,7 @@ def test_load_jsb_default_source_is_the_local_copy_when_named(tmp_path, monkeypa
 def test_atomic_write_leaves_no_part_file_and_the_usual_mode(tmp_path):
     import os
 
-    from musictx_lite.io.data import atomic_write
+    from musictx_lite.files import atomic_write
 
     target = tmp_path / "x.json"
     target.write_text("old")

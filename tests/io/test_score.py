@@ -137,7 +137,7 @@ def test_real_chorale_round_trip():
 
 @pytest.fixture(scope="module")
 def verovio():
-    import verovio                       # a dependency (pyproject.toml): never skipped
+    import verovio  # a dependency (pyproject.toml): never skipped
 
     return verovio
 

@@ -2,8 +2,15 @@
 import numpy as np
 import pytest
 
-from musictx_lite.io.stats import (RANGES, chorale_stats, harmony_changes, out_of_range, parallels,
-                                pitch_class_histogram, total_variation)
+from musictx_lite.io.stats import (
+    RANGES,
+    chorale_stats,
+    harmony_changes,
+    out_of_range,
+    parallels,
+    pitch_class_histogram,
+    total_variation,
+)
 
 A = [67, 64, 60, 48]          # G4 E4 C4 C3: soprano and tenor a fifth apart
 
@@ -156,8 +163,7 @@ def test_rhythm_rows_count_onsets_and_lengths():
 
 
 def test_crossings_are_one_count_for_every_chapter(chorales):
-    from musictx_lite.io.stats import voice_stats
-    from musictx_lite.io.stats import crossings
+    from musictx_lite.io.stats import crossings, voice_stats
 
     assert crossings(grid([60, 64, 55, 48], [72, 64, 55, 48])) == (1, 6)
     assert crossings(grid([60, -1, 55, 48])) == (0, 1)                  # only T-B has both voices

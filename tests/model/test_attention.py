@@ -5,13 +5,21 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.models.attention import (CausalHead, Head, MultiHeadAttention, MultiHeadLoop, attention,
-                                           attention_fast, causal_mask, recording)
-from musictx_lite.models.relative import BiasedAttention
+from musictx_lite.io.tokens import MASK, PAD
+from musictx_lite.models.attention import (
+    CausalHead,
+    Head,
+    MultiHeadAttention,
+    MultiHeadLoop,
+    attention,
+    attention_fast,
+    causal_mask,
+    recording,
+)
 from musictx_lite.models.blocks import Block, FeedForward, LayerNorm
 from musictx_lite.models.decoder import Decoder
 from musictx_lite.models.fill import VoiceFill, evaluate_fill_nll, hide
-from musictx_lite.io.tokens import MASK, PAD
+from musictx_lite.models.relative import BiasedAttention
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=16)
 
@@ -99,7 +107,7 @@ def test_pre_ln_block_shapes_and_residual_identity():
     block = Block(CFG, pre_ln=True)
     x = torch.randn(2, 9, 32)
     assert block(x).shape == (2, 9, 32)
-    with torch.no_grad():                                 # zero the last layer of each branch: the block is the identity
+    with torch.no_grad():                     # zero the last layer of each branch: the block is the identity
         block.mixer.proj.weight.zero_(); block.mixer.proj.bias.zero_()   # noqa: E702
         block.ff.net[2].weight.zero_(); block.ff.net[2].bias.zero_()   # noqa: E702
     torch.testing.assert_close(block(x), x)

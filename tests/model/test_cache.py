@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from musictx_lite import MODELS, ModelConfig, build_model, generate
+from musictx_lite.engine.sample import window_start
 from musictx_lite.models.attention import attention_fast
-from musictx_lite.models.cache import with_cache
 from musictx_lite.models.blocks import block_decoder
+from musictx_lite.models.cache import with_cache
 from musictx_lite.models.local import LocalAttention
-from musictx_lite.experiments.sample import window_start
 from musictx_lite.models.tasks import NEXT_TOKEN
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=32)

@@ -13,9 +13,9 @@ import os
 
 import pytest
 import torch
-
 from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
 from virtual_device import DeviceMismatch, VirtualDevice  # tests/virtual_device.py
+
 
 def test_virtual_device_catches_cpu_tensors_fed_to_a_model():
     from musictx_lite import ModelConfig, build_model

@@ -8,10 +8,17 @@ import torch
 from musictx_lite import ModelConfig, TrainConfig, build_model, train
 from musictx_lite.models.attention import recording
 from musictx_lite.models.blocks import Block
+from musictx_lite.models.fnet import (
+    CausalFourierMatrix,
+    CausalLongConv,
+    FourierCache,
+    FourierMixer,
+    causal_conv_direct,
+    causal_fft_conv,
+    dft_real,
+    hidden_fourier,
+)
 from musictx_lite.models.probes import future_effect, gradient_dependency, is_causal
-from musictx_lite.models.fnet import (CausalFourierMatrix, CausalLongConv, FourierCache, FourierMixer,
-                               causal_conv_direct,
-                               causal_fft_conv, dft_real, hidden_fourier)
 
 CFG = ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=24)
 FIXES = [CausalFourierMatrix, CausalLongConv]

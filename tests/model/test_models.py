@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.models import n_params
 from musictx_lite.io.tokens import VOCAB_SIZE
+from musictx_lite.models import n_params
 
 
 @pytest.mark.parametrize("kw, match", [

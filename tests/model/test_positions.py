@@ -6,8 +6,14 @@ import torch
 import torch.nn.functional as F
 
 from musictx_lite import ModelConfig, build_model, encode, load_data
-from musictx_lite.classroom.exercises import (exercise_6_1, exercise_6_2, exercise_6_3, exercise_8_1, exercise_8_2,
-                                    exercise_8_3)
+from musictx_lite.classroom.exercises import (
+    exercise_6_1,
+    exercise_6_2,
+    exercise_6_3,
+    exercise_8_1,
+    exercise_8_2,
+    exercise_8_3,
+)
 from musictx_lite.models.positions import lag_similarity, position_nll, sinusoids, voice_accuracy
 
 

@@ -8,12 +8,12 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import MODELS, ModelConfig, build_model
+from musictx_lite.engine.profiles import PROFILES, SIZES, Profile
+from musictx_lite.engine.training import TrainConfig
 from musictx_lite.models import probes
 from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention
 from musictx_lite.models.blocks import Block
-from musictx_lite.experiments.profiles import PROFILES, SIZES, Profile
 from musictx_lite.models.tasks import NEXT_TOKEN
-from musictx_lite.experiments.training import TrainConfig
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=32)
 NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)

@@ -15,13 +15,13 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import build_model
-from musictx_lite.experiments import bench
-from musictx_lite.experiments import compare as C
 from musictx_lite.__main__ import build_parser
-from musictx_lite.models.config import ModelConfig
-from musictx_lite.models.blocks import block_decoder
+from musictx_lite.engine.profiles import PROFILES
 from musictx_lite.models import MODELS, Spec, Timed
-from musictx_lite.experiments.profiles import PROFILES
+from musictx_lite.models.blocks import block_decoder
+from musictx_lite.models.config import ModelConfig
+from musictx_lite.study import bench
+from musictx_lite.study import compare as C
 
 NAME, IMPL = "past-mean", "past mean"
 

@@ -6,11 +6,20 @@ import torch
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.models.attention import attention_fast
-from musictx_lite.models.probes import future_effect, is_causal
 from musictx_lite.models.local import LocalAttention, band_mask, local_relative_attention, skew_local
 from musictx_lite.models.positions import SinusoidalPositions, sinusoids
-from musictx_lite.models.relative import (ALiBi, BiasedAttention, RelativeGlobal, Rotary, ShawAttention, distances, relative_logits_direct,
-                                   relative_logits_skew, skew)
+from musictx_lite.models.probes import future_effect, is_causal
+from musictx_lite.models.relative import (
+    ALiBi,
+    BiasedAttention,
+    RelativeGlobal,
+    Rotary,
+    ShawAttention,
+    distances,
+    relative_logits_direct,
+    relative_logits_skew,
+    skew,
+)
 
 RELATIVE = ["shaw", "relative", "rope", "alibi", "local"]
 
@@ -112,7 +121,7 @@ def test_local_attention_memory_is_linear_in_T():
     """The scores of one forward are (B, nh, T/N, N, 2N): 2N per query, whatever T, so 16 times the tokens
     take at most twice 16 times the peak memory (the profiler's allocation count); relative global
     attention's (T, T) scores take far more."""
-    from musictx_lite.experiments.bench import peak_bytes
+    from musictx_lite.study.bench import peak_bytes
 
     cfg = ModelConfig(n_embd=8, n_heads=2, context=4096)
     torch.manual_seed(0)
@@ -218,7 +227,7 @@ def test_relative_global_direct_and_skew_models_agree():
 
 def test_bench_hands_the_same_relative_term_to_sdpa():
     """bench's 'SDPA + relative bias' row computes what the skew row computes, with the same weights."""
-    from musictx_lite.experiments.bench import implementations
+    from musictx_lite.study.bench import implementations
 
     torch.manual_seed(0)
     cfg = ModelConfig(n_embd=32, n_heads=4, context=16)

@@ -10,13 +10,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from musictx_lite.experiments.bench import gwinndr_style, implementations
 from musictx_lite.models.attention import causal_mask, recording
 from musictx_lite.models.config import ModelConfig
 from musictx_lite.models.registry import build_model
 from musictx_lite.models.relative import BiasedAttention, RelativeGlobal, relative_logits_skew
-from musictx_lite.models.relative_fast import (RelativeGlobalAttention, choose_impl, flex_relative_attention,
-                                               relative_attention, skewed, unskewed)
+from musictx_lite.models.relative_fast import (
+    RelativeGlobalAttention,
+    choose_impl,
+    flex_relative_attention,
+    relative_attention,
+    skewed,
+    unskewed,
+)
+from musictx_lite.study.bench import gwinndr_style, implementations
 
 
 def readable(q, k, v, E):

@@ -3,8 +3,8 @@ import numpy as np
 import torch
 
 from musictx_lite import ModelConfig, Piece, build_model, encode
+from musictx_lite.engine.profiles import PROFILES
 from musictx_lite.models import n_params
-from musictx_lite.experiments.profiles import PROFILES
 from musictx_lite.models.tasks import Crops
 from musictx_lite.models.voices import VoiceEmbedding, voice_of
 

@@ -1,10 +1,4 @@
-"""Reference solutions to the exercises at the end of each chapter, one module per chapter.
-
-Notebook: the "Exercises" section of every chapter. Try the task in the empty
-cell first; then call ``exercise_<chapter>_<n>()``, which runs the reference
-solution and prints what it finds.
-"""
-from .ch0 import exercise_0_1, exercise_0_2, exercise_0_3
+"""from .ch0 import exercise_0_1, exercise_0_2, exercise_0_3
 from .ch1 import AdditiveAttention, exercise_1_1, exercise_1_2, exercise_1_3
 from .ch2 import exercise_2_1, exercise_2_2, exercise_2_3
 from .ch3 import exercise_3_1, exercise_3_2
@@ -18,3 +12,25 @@ from .ch10 import *  # noqa: F401,F403
 from .ch11 import *  # noqa: F401,F403
 
 __all__ = [n for n in dir() if n.startswith("exercise_")] + ["AdditiveAttention"]
+"""
+from .ch0 import exercise_0_1, exercise_0_2, exercise_0_3
+from .ch1 import AdditiveAttention, exercise_1_1, exercise_1_2, exercise_1_3
+from .ch2 import exercise_2_1, exercise_2_2, exercise_2_3
+from .ch3 import exercise_3_1, exercise_3_2
+from .ch4 import exercise_4_1, exercise_4_2, exercise_4_3
+from .ch5 import exercise_5_1, exercise_5_2, exercise_5_3
+from .ch6 import exercise_6_1, exercise_6_2, exercise_6_3
+from .ch7 import exercise_7_1, exercise_7_2, exercise_7_3
+from .ch8 import exercise_8_1, exercise_8_2, exercise_8_3
+from .ch9 import exercise_9_1, exercise_9_2, exercise_9_3
+from .ch10 import exercise_10_1, exercise_10_2, exercise_10_3
+from .ch11 import exercise_11_1, exercise_11_2, exercise_11_3
+
+__all__ = [
+    "exercise_0_1", "exercise_0_2", "exercise_0_3", "AdditiveAttention", "exercise_1_1", "exercise_1_2",
+    "exercise_1_3", "exercise_2_1", "exercise_2_2", "exercise_2_3", "exercise_3_1", "exercise_3_2",
+    "exercise_4_1", "exercise_4_2", "exercise_4_3", "exercise_5_1", "exercise_5_2", "exercise_5_3",
+    "exercise_6_1", "exercise_6_2", "exercise_6_3", "exercise_7_1", "exercise_7_2", "exercise_7_3",
+    "exercise_8_1", "exercise_8_2", "exercise_8_3", "exercise_9_1", "exercise_9_2", "exercise_9_3",
+    "exercise_10_1", "exercise_10_2", "exercise_10_3", "exercise_11_1", "exercise_11_2", "exercise_11_3",
+]

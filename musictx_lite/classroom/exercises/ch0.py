@@ -8,10 +8,10 @@ import textwrap
 
 import numpy as np
 
-from ...experiments.baselines import SameVoice
 from ...io.data import Splits, load_data
 from ...io.stats import voice_stats
 from ...io.tokens import VOCAB_SIZE, VOICES, encode
+from ...study.baselines import SameVoice
 
 
 def exercise_0_1(data: Splits | None = None) -> float:

@@ -9,12 +9,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...device import evaluating, model_device
 from ...io.data import Splits, load_data
 from ...io.tokens import encode
 from ...models.attention import attention_weights
-from ...device import evaluating, model_device
 from . import grading
-
 
 
 class AdditiveAttention(nn.Module):
@@ -56,8 +55,8 @@ def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1
     The same measure (``stats.voice_stats``) on Bach's valid chorales is the
     reference: a too-hot sampler fidgets, a too-cold one stalls.
     """
+    from ...engine.sample import generate
     from ...io.stats import voice_stats
-    from ...experiments.sample import generate
     from ...io.tokens import decode
 
     data = data or load_data()

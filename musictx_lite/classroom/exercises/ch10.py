@@ -13,13 +13,12 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
+from ...device import evaluating, to_model
 from ...io.tokens import BOS, N_SPECIAL, VOCAB_SIZE, encode
 from ...models.config import ModelConfig
 from ...models.fnet import causal_conv_direct
 from ...models.registry import build_model
-from ...device import evaluating, to_model
 from . import grading
-
 
 __all__ = ["fourier_by_matmul", "fft_conv_n", "cached_logits", "exercise_10_1", "exercise_10_2",
            "exercise_10_3", "check_10_1", "check_10_2", "check_10_3"]

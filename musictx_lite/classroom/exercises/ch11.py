@@ -13,14 +13,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...experiments.sample import generate, prompt_from
+from ...device import evaluating, model_device
+from ...engine.sample import generate, prompt_from
 from ...io.data import Piece
 from ...io.stats import HARMONY, HEADS, RANGES, RHYTHM, chorale_stats
 from ...io.tokens import LOWEST, N_SPECIAL, VOCAB_SIZE, decode, encode
 from ...models.tasks import piece_nlls
-from ...device import evaluating, model_device
 from . import grading
-
 
 __all__ = ["piece_nlls", "paired_bootstrap", "fit_cost", "sample_ms", "predicted_speedup", "exercise_11_1",
            "exercise_11_2", "exercise_11_3", "out_of_range_mass", "check_11_1", "check_11_2"]

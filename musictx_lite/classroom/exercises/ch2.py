@@ -11,8 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...io.data import Splits, load_data
-from ...models.fill import all_steps, fill_logits
 from ...io.tokens import VOICES
+from ...models.fill import all_steps, fill_logits
 
 __all__ = ["exercise_2_1", "exercise_2_2", "exercise_2_3"]
 

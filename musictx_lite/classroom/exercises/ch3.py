@@ -11,8 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...experiments.profiles import get_profile
-from ...experiments.training import train
+from ...device import evaluating, model_device
+from ...engine.profiles import get_profile
+from ...engine.training import train
 from ...io.data import Piece, Splits, load_data
 from ...models.attention import Head, attention, causal_mask, recording
 from ...models.config import ModelConfig
@@ -21,9 +22,7 @@ from ...models.positions import LearnedPositions
 from ...models.probes import future_effect, gradient_dependency, is_causal
 from ...models.registry import build_model
 from ...models.tasks import evaluate_nll, evaluate_prefix_nll
-from ...device import evaluating, model_device
 from . import grading
-
 
 __all__ = ["exercise_3_1", "exercise_3_2", "check_3_1", "check_3_2"]
 

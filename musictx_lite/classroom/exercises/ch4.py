@@ -19,7 +19,6 @@ from ...models.registry import n_params
 from ...models.tasks import evaluate_nll
 from . import grading
 
-
 __all__ = ["GroupedQueryAttention", "mha_einsum", "exercise_4_1", "exercise_4_2", "exercise_4_3", "check_4_1",
            "check_4_2"]
 

@@ -8,14 +8,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...device import evaluating, model_device
 from ...io.data import Splits, load_data
 from ...models.blocks import LayerNorm
 from ...models.config import ModelConfig
 from ...models.registry import build_model, n_params
 from ...models.tasks import Crops, token_nll
-from ...device import evaluating, model_device
 from . import grading
-
 
 __all__ = ["RMSNorm", "exercise_5_1", "exercise_5_2", "exercise_5_3", "check_5_1"]
 

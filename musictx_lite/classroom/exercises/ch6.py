@@ -10,13 +10,12 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from ...models.config import ModelConfig
+from ...device import evaluating, model_device
 from ...models.blocks import block_decoder
+from ...models.config import ModelConfig
 from ...models.positions import sinusoids, voice_accuracy
 from ...models.registry import heads, n_params
-from ...device import evaluating, model_device
 from . import grading
-
 
 __all__ = ["quarter_table", "VoicePositions", "exercise_6_1", "exercise_6_2", "exercise_6_3", "check_6_2", "check_6_3"]
 

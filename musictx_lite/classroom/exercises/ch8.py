@@ -15,7 +15,6 @@ from ...models.positions import position_nll
 from ...models.relative import distances, relative_logits_direct
 from . import grading
 
-
 __all__ = ["exercise_8_1", "exercise_8_2", "exercise_8_3", "check_8_1"]
 
 

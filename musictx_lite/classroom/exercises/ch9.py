@@ -15,7 +15,6 @@ from ...models.local import LocalAttention, band_mask, skew_local
 from ...models.probes import gradient_dependency
 from . import grading
 
-
 __all__ = ["keys_per_query", "reach", "my_skew_local", "exercise_9_1", "exercise_9_2",
            "exercise_9_3", "check_9_1", "check_9_2", "check_9_3"]
 

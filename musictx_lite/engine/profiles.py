@@ -14,7 +14,7 @@ never passes silently.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 
@@ -57,24 +57,13 @@ class Profile:
         if unknown:
             raise ValueError(f"profile {self.name}: unknown size classes {sorted(unknown)}; choose from {SIZES}")
 
-    def _settings(self, name: str) -> dict:
-        if name not in MODELS:
-            raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
-        size = MODELS[name].size
-        if size not in self.sizes:
-            raise ValueError(f"profile {self.name} has no entry for size class {size!r} (model {name!r}); "
-                             f"it sizes {sorted(self.sizes)}")
-        return self.sizes[size]
-
     def model_config(self, name: str, **kw) -> ModelConfig:
-        """The ModelConfig of model ``name`` in this profile; ``kw`` overrides fields."""
-        over = {k: v for k, v in self._settings(name).items() if k in MODEL_KEYS}
-        return ModelConfig(**{**self.model, **over, **kw})
+        """The ModelConfig of model ``name`` in a chapter of this profile; ``kw`` changes fields (``resolve``)."""
+        return resolve(name, self, "chapter", **kw)[0]
 
     def train_config(self, name: str, **kw) -> TrainConfig:
-        """The TrainConfig of model ``name`` in this profile; ``kw`` overrides fields."""
-        over = {k: v for k, v in self._settings(name).items() if k in TRAIN_KEYS}
-        return TrainConfig(**{**self.train.__dict__, **over, **kw})
+        """The TrainConfig of model ``name`` in a chapter of this profile; ``kw`` changes fields (``resolve``)."""
+        return resolve(name, self, "chapter", **kw)[1]
 
 
 # The size classes a model's record can name. "decoder" is every decoder of chapters 6-11: they share
@@ -105,8 +94,8 @@ PROFILES = {
             "one-head": dict(n_embd=128),
             "multi-head": dict(n_embd=128, n_heads=4),
             "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
-            # chapter 5's decoder; 400 steps, so that three of them train in a chapter's 3 minutes, at a
-            # higher rate that suits the short run (relative: 0.611 at 6e-3 against 0.651 at 4e-3)
+            # chapter 5's decoder: 400 steps, so that three of them train in a chapter's 3 minutes, at a
+            # higher rate for the short run
             "decoder": dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
                             lr=6e-3),
         },
@@ -117,19 +106,8 @@ PROFILES = {
 }
 
 
-# The paper-level recipe (chapter 11, ``reproduce jsb --profile paper``): what a careful practitioner does
-# with 229 chorales. Each ingredient, and what it buys, is measured in chapter 11 (``reproduce.ABLATION``):
-# - transposition: every crop moves to a random key that keeps its chorale inside the vocabulary; without
-#   it a model this size overfits (train NLL far below valid within minutes);
-# - dropout 0.1 and weight decay 0.1 on the matrices; AdamW, warmup, then a cosine decay to 10 %;
-# - early stopping on the validation NLL over all 76 pieces, the best weights kept (``keep_best``);
-# - a context of 256 tokens (64 sixteenths, 4 bars), a width of 128 and 4 layers: about 0.9M weights;
-#   512 tokens, which sees the bars that repeat 4 to 8 bars back, scored no better (``ABLATION``);
-#   at the full budget neither 512 tokens nor a width of 192 (dropout 0.15) beat it (``hub.TRIED``);
-# - bf16 autocast on CPUs that have it in hardware (1.6x faster on an AVX512-BF16 CPU; on an AVX2 CPU bf16 is
-#   emulated, 9x slower, so ``training.cpu_has_bf16`` keeps float32 there), AMP on CUDA;
-# - last, distillation (``reproduce jsb --distil 3``, ``distil``): a student of the same size trained on
-#   the mean predictions of several runs; the mean of seven runs scores far below any one of them.
+# The paper-level recipe (chapter 11, ``reproduce jsb --profile paper``): what a careful practitioner does with
+# 229 chorales. Chapter 11 explains each ingredient; ``reproduce ablation`` measures what some of them buy.
 RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1,
               batch_size=16, max_steps=12000, lr=3e-3, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1,
               eval_every=500, ckpt_every=250, transpose=True, keep_best=True, patience=6, cpu_bf16=True)
@@ -155,7 +133,7 @@ PROFILES["paper"] = Profile(
 # would keep the last, and every chapter reads the run it trained to the end. The models whose chapters
 # teach one layer keep it (chapters 1-4), and chapter 5's stacks keep the cpu profile's shape, whose
 # gradients at initialisation the chapter reads. bf16 autocast from Ampere on, fp16 with a gradient scaler on
-# a T4 (``training.precision``).
+# a T4 (``precision.precision``).
 GPU_STEPS = 2000
 PROFILES["gpu"] = Profile(
     "gpu",
@@ -180,6 +158,57 @@ PROFILES["gpu"] = Profile(
     unchecked="the gpu profile's chapters have not yet all run on a GPU, so what they read is printed, "
               "not asserted",
 )
+
+
+# the size classes that stay one layer deep in the comparison, as chapters 1, 3 and 4 built them: the LSTMs,
+# and the attention layers with no residual block around them (stacked without residuals they were never
+# meant to be)
+ONE_LAYER_SIZES = ("lstm", "one-head", "multi-head")
+# An ablation (``study.reproduce.ablation``, chapter 11): the paper profile's recipe at a small budget.
+ABLATION_BUDGET = dict(max_steps=1500, warmup_steps=100, eval_every=250, ckpt_every=250, patience=None)
+PURPOSES = ("chapter", "comparison", "ablation")
+
+
+def resolve(name: str, profile: Profile | str | None = None, purpose: str = "chapter",
+            **changes) -> tuple[ModelConfig, TrainConfig]:
+    """The ModelConfig and TrainConfig of model ``name`` in ``profile`` for ``purpose``: the one place where
+    a run's settings are put together. Each layer below overrides the one before; ``changes`` (fields of
+    either config: ``seed=1``, ``context=512``) override all.
+
+    - ``"chapter"``: the profile's ``model`` and ``train``, then the settings of the model's size class
+      (``Profile.sizes``);
+    - ``"comparison"`` (chapter 11's table; with the paper profile, the recipe): the profile's ``model`` and
+      ``train``, then its ``comparison`` settings, the same for every model; the classes of
+      ``ONE_LAYER_SIZES`` stay one layer deep, unless the class's ``comparison_sizes`` say otherwise;
+    - ``"ablation"``: the paper profile's chapter settings (the recipe) at ``ABLATION_BUDGET``, whatever
+      ``profile`` says.
+    """
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown purpose {purpose!r}; choose one of {PURPOSES}")
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    if purpose == "ablation":
+        profile = "paper"
+    p = profile if isinstance(profile, Profile) else get_profile(profile)
+    size = MODELS[name].size
+    layers = [p.model, asdict(p.train)]
+    if purpose == "comparison":
+        if MODELS[name].left_out is not None:
+            raise ValueError(f"{name!r} is not compared: {MODELS[name].left_out}")
+        layers += [p.comparison, {"n_layers": 1} if size in ONE_LAYER_SIZES else {},
+                   p.comparison_sizes.get(size, {})]
+    else:
+        if size not in p.sizes:
+            raise ValueError(f"profile {p.name} has no entry for size class {size!r} (model {name!r}); "
+                             f"it sizes {sorted(p.sizes)}")
+        layers += [p.sizes[size], ABLATION_BUDGET if purpose == "ablation" else {}]
+    unknown = set(changes) - MODEL_KEYS - TRAIN_KEYS
+    if unknown:
+        raise ValueError(f"unknown settings {sorted(unknown)}; ModelConfig has {sorted(MODEL_KEYS)}, "
+                         f"TrainConfig has {sorted(TRAIN_KEYS)}")
+    merged = {k: v for layer in layers + [changes] for k, v in layer.items()}
+    return (ModelConfig(**{k: v for k, v in merged.items() if k in MODEL_KEYS}),
+            TrainConfig(**{k: v for k, v in merged.items() if k in TRAIN_KEYS}))
 
 
 def get_profile(name: str | None = None) -> Profile:

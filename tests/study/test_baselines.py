@@ -4,9 +4,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from musictx_lite.experiments.baselines import NGram, SameVoice, _discounts
 from musictx_lite.io.data import Piece
 from musictx_lite.io.tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
+from musictx_lite.study.baselines import NGram, SameVoice, _discounts
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +168,7 @@ def test_ngram_sample_continues_prompt(chorales):
 
 
 def test_baseline_nlls_is_chapter_0s_table(fitted, chorales):
-    from musictx_lite.experiments.baselines import baseline_nlls
+    from musictx_lite.study.baselines import baseline_nlls
 
     ngrams, sv = fitted
     table = baseline_nlls(chorales, orders=(1, 3))

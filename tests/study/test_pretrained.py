@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from musictx_lite import generate, load_jsb
-from musictx_lite.experiments.hub import (HERE, NAMES, TRIED, UNDISTILLED, available, pretrained, record,
-                                          recipe_record, tried)
-from musictx_lite.models.tasks import evaluate_nll
 from musictx_lite.io.tokens import VOCAB_SIZE
+from musictx_lite.models.tasks import evaluate_nll
+from musictx_lite.study.hub import HERE, NAMES, TRIED, UNDISTILLED, available, pretrained, recipe_record, record, tried
 
 TARGET_RELATIVE = 0.335       # the Music Transformer's best JSB model (Huang et al. 2019, Table 2)
 MAX_BYTES = 8 * 2**20         # each shipped checkpoint is at most 8 MB
@@ -104,7 +103,7 @@ def test_pretrained_samples_music():
 
 def test_the_package_gives_pretrained_models_at_its_top_level():
     import musictx_lite
-    import musictx_lite.experiments.hub as hub
+    import musictx_lite.study.hub as hub
 
     a, b = musictx_lite.pretrained("relative", device="cpu"), hub.pretrained("relative", device="cpu")
     assert musictx_lite.pretrained is hub.pretrained and not a.training
@@ -195,7 +194,7 @@ def test_the_sampler_widget_defaults_to_the_shipped_relative_model(monkeypatch, 
 def test_a_copy_without_git_history_records_the_commit_it_was_told(monkeypatch):
     """On a borrowed GPU machine the working tree travels without .git: provenance says so, or names
     the commit that $MUSICTX_COMMIT gives, marked as told; with git, git's answer wins."""
-    from musictx_lite.experiments import hub
+    from musictx_lite.study import hub
 
     real = hub.git_commit()
     monkeypatch.setenv("MUSICTX_COMMIT", "abc123")

@@ -18,18 +18,17 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..models.attention import causal_mask
+from ..models.attention import MultiHeadAttention, causal_mask
 from ..models.config import ModelConfig
 from ..models.registry import MODELS, Timed
-from ..models.attention import MultiHeadAttention
 from ..models.relative import BiasedAttention, RelativeGlobal
 from ..models.relative_fast import relative_attention
 
@@ -281,9 +280,9 @@ def bench_sampling(names: list[str], n_tokens: int = 1024, context: int | None =
     Both modes of a model run one after the other, so their ratio is measured
     under the same conditions.
     """
+    from ..engine.profiles import get_profile
+    from ..engine.sample import generate
     from ..models.registry import build_model
-    from .profiles import get_profile
-    from .sample import generate
 
     if n_tokens < 4 or n_tokens % 4:
         raise ValueError(f"n_tokens must be a positive multiple of 4 (whole steps), got {n_tokens}")
@@ -343,7 +342,8 @@ def longest_length(name: str, max_gib: float, n_embd: int = 512, n_heads: int = 
     impls, limit = implementations(), max_gib * 2**30
     cuda = torch.device(device).type == "cuda"
     if cuda:
-        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / torch.cuda.get_device_properties(device).total_memory))
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total))
     seen: list[tuple[int, float]] = []
     runs: list[tuple[int, float | None]] = []
 

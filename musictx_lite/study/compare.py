@@ -27,26 +27,24 @@ import json
 import os
 import socket
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .bench import peak_bytes
-from ..models.config import ModelConfig
-from ..io.data import Piece, Splits, atomic_write
 from ..device import evaluating, model_device, to_model
-from ..models.registry import MODELS, build_model, n_params
-from .profiles import MODEL_KEYS, TRAIN_KEYS, Profile, get_profile
-from .sample import generate, prompt_from
-from ..models.tasks import evaluate_nll, piece_nlls, token_nll
+from ..engine.precision import precision
+from ..engine.profiles import ONE_LAYER_SIZES, Profile, get_profile, resolve
+from ..engine.sample import generate, prompt_from
+from ..engine.training import History, TrainConfig, train
+from ..files import atomic_write
+from ..io.data import Piece, Splits
 from ..io.tokens import VOCAB_SIZE, decode, encode
-from .training import History, TrainConfig, precision, train
-
-# the size classes (``profiles.SIZES``) that stay one layer deep, as chapters 1, 3 and 4 built them: the
-# LSTMs, and the attention layers with no residual block around them (stacked without residuals they were
-# never meant to be)
-ONE_LAYER_SIZES = ("lstm", "one-head", "multi-head")
+from ..models.config import ModelConfig
+from ..models.registry import MODELS, build_model, n_params
+from ..models.tasks import evaluate_nll, piece_nlls, token_nll
+from .bench import peak_bytes
 
 
 def compared() -> dict[str, int]:
@@ -66,23 +64,13 @@ def one_layer() -> tuple[str, ...]:
     return tuple(name for name in compared() if MODELS[name].size in ONE_LAYER_SIZES)
 
 
-def budget(name: str, profile: Profile | str | None = None) -> tuple[ModelConfig, TrainConfig]:
-    """Model ``name``'s config and training budget in the comparison: the profile's ``comparison``
-    settings for every model; the models of ``one_layer()`` stay one layer deep, unless the profile's
-    ``comparison_sizes`` for the model's class say otherwise (the paper profile's LSTMs: two layers of 256)."""
-    p = get_profile(profile) if profile is None or isinstance(profile, str) else profile
+def budget(name: str, profile: Profile | str | None = None, **changes) -> tuple[ModelConfig, TrainConfig]:
+    """Model ``name``'s config and training budget in the comparison (``profiles.resolve``)."""
     if name not in compared():
         why = left_out().get(name)
         raise ValueError(f"{name!r} is not compared; compared: {list(compared())}"
                          + (f" ({name}: {why})" if why else ""))
-    model = {**p.model, **{k: v for k, v in p.comparison.items() if k in MODEL_KEYS}}
-    if MODELS[name].size in ONE_LAYER_SIZES:
-        model["n_layers"] = 1
-    over = p.comparison_sizes.get(MODELS[name].size, {})                # e.g. the paper profile's 2-layer LSTMs
-    model.update({k: v for k, v in over.items() if k in MODEL_KEYS})
-    train = {**p.train.__dict__, **{k: v for k, v in p.comparison.items() if k in TRAIN_KEYS},
-             **{k: v for k, v in over.items() if k in TRAIN_KEYS}}
-    return ModelConfig(**model), TrainConfig(**train)
+    return resolve(name, profile, "comparison", **changes)
 
 
 def train_compared(name: str, data: Splits, profile: Profile | str | None = None,
@@ -91,8 +79,7 @@ def train_compared(name: str, data: Splits, profile: Profile | str | None = None
     """Build model ``name`` from its seed and train it at its ``budget`` (``train_kw`` changes TrainConfig
     fields: ``seed``, ``max_steps``); with ``out_dir``, checkpoints go to ``out_dir/<name>`` and an
     interrupted run resumes. Returns the model and its History."""
-    mcfg, tcfg = budget(name, profile)
-    tcfg = TrainConfig(**{**tcfg.__dict__, **train_kw}) if train_kw else tcfg
+    mcfg, tcfg = budget(name, profile, **train_kw)
     torch.manual_seed(tcfg.seed)                                         # the same initial weights each time
     model = build_model(name, mcfg)
     hist = train(model, data, tcfg, out_dir=None if out_dir is None else Path(out_dir) / name, device=device,
@@ -104,7 +91,7 @@ def train_peak_mib(name: str, cfg: ModelConfig, length: int, device: torch.devic
     """Peak memory, MiB, of one training step (forward and backward, batch 1) of model ``name`` with
     ``cfg`` at a context of ``length`` tokens, random weights and tokens."""
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "context": length})).to(device).train()
+    model = build_model(name, replace(cfg, context=length)).to(device).train()
     x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, length + 1)))  # (1, L + 1)
 
     def step() -> None:
@@ -230,7 +217,7 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
     on all ``t`` tokens). Random weights, a context of ``max(lengths)``; best of ``repeats``."""
     T = max(lengths)
     torch.manual_seed(0)
-    model = build_model(name, ModelConfig(**{**cfg.to_dict(), "context": T})).to(device)
+    model = build_model(name, replace(cfg, context=T)).to(device)
     x = to_model(model, torch.randint(5, VOCAB_SIZE, (1, T)))           # (1, T)
     sync = torch.cuda.synchronize if model_device(model).type == "cuda" else (lambda: None)
 
@@ -260,7 +247,8 @@ def sampling_cost(name: str, cfg: ModelConfig, lengths=(16, 64, 256, 1024), repe
 
 # the code a compared run executes: the models, the training loop, the data and its tokens. A ledger's runs must
 # all come from the same code (``code_fingerprint``); this module's own tables and plots do not count.
-RUN_CODE = ("models", "experiments/training.py", "io/tokens.py", "io/data.py", "device.py")
+RUN_CODE = ("models", "engine/training.py", "engine/callbacks.py", "engine/precision.py", "engine/distributed.py",
+            "io/tokens.py", "io/data.py", "device.py")
 
 
 def code_fingerprint(root: str | os.PathLike | None = None) -> str:
@@ -304,9 +292,9 @@ def _dump(node) -> str:
 def run_key(name: str, profile: Profile, seed: int, data: Splits, **train_kw) -> dict:
     """What makes two runs the same experiment: the model, its config and training config (seed included),
     the data, and the code that ran (``code_fingerprint``)."""
-    mcfg, tcfg = budget(name, profile)
+    mcfg, tcfg = budget(name, profile, **train_kw, seed=seed)
     return {"model": name, "model_config": mcfg.to_dict(),
-            "train_config": json.loads(json.dumps({**tcfg.__dict__, **train_kw, "seed": seed})),
+            "train_config": json.loads(json.dumps(asdict(tcfg))),
             "data": data.source, "code": code_fingerprint()}
 
 
@@ -440,7 +428,6 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
 def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     """Mean and a Student-t interval over seeds (the spread of training runs, not of pieces)."""
     import math
-
     from statistics import mean, stdev
 
     m = mean(values)

@@ -9,7 +9,7 @@ import torch
 
 from musictx_lite import load_chorales, read_midi, write_midi
 from musictx_lite.__main__ import main
-from musictx_lite.experiments.training import read_checkpoint
+from musictx_lite.checkpoint import read_checkpoint
 
 
 def run(*args, check=True):
@@ -118,7 +118,7 @@ def test_bench_sample_times_both_modes():
 
 
 def test_bench_attention_prints_every_implementation(tmp_path):
-    from musictx_lite.experiments.bench import implementations
+    from musictx_lite.study.bench import implementations
 
     out = run("bench", "attention", "--lengths", "32", "64", "--repeats", "1", "--plot", str(tmp_path / "b.png")).stdout
     rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("32", "64")]
@@ -408,7 +408,7 @@ def test_prompt_midi_is_continued(tmp_path, model_dir, chorale, capsys):
 
 def test_budget_estimates_every_model_from_its_flops(capsys):
     from musictx_lite import MODELS
-    from musictx_lite.experiments.profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
+    from musictx_lite.engine.profiles import T4_FLOPS, T4_STEP_S, get_profile, t4_minutes, train_flops
 
     main(["budget", "--profile", "gpu"])
     out = capsys.readouterr().out

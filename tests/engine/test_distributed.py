@@ -16,8 +16,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from musictx_lite import ModelConfig, build_model, load_chorales
-from musictx_lite.experiments import distributed
-from musictx_lite.experiments.training import TrainConfig, train
+from musictx_lite.engine import distributed
+from musictx_lite.engine.training import TrainConfig, train
 from musictx_lite.io.tokens import PAD
 from musictx_lite.models.tasks import token_nll
 

@@ -19,6 +19,7 @@ rank, never a hang.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -42,6 +43,39 @@ class World:
     def main(self) -> bool:
         """Rank 0: the one that evaluates, logs and writes checkpoints."""
         return self.rank == 0
+
+    # What ``train`` asks of the group. With one process each is the identity, so the loop is the same.
+    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        """``model``, in DistributedDataParallel when there are several ranks: backward() then averages
+        the gradients over the ranks."""
+        if self.size == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` summed over the ranks (in place)."""
+        if self.size > 1:
+            dist.all_reduce(t)
+        return t
+
+    def mean(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` averaged over the ranks."""
+        return self.sum(t) / self.size
+
+    def sync(self, net: torch.nn.Module, last: bool):
+        """The context of one micro-batch's backward: the gradients are averaged over the ranks only after
+        the last micro-batch of a step (DDP's ``no_sync`` before it)."""
+        return net.no_sync() if self.size > 1 and not last else contextlib.nullcontext()
+
+    def from_main(self, obj):
+        """Rank 0's ``obj``, on every rank."""
+        return from_main(obj) if self.size > 1 else obj
+
+    def gather(self, obj) -> list:
+        """``obj`` of every rank, in rank order, on every rank."""
+        return gather(obj) if self.size > 1 else [obj]
 
 
 def world() -> World:

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
 from ..io.tokens import BOS, HOLD, MASK, PAD, encode
-from ..device import evaluating, model_device, to_model
 from ..models.tasks import NEXT_TOKEN
 
 
@@ -36,6 +36,8 @@ def window_start(n_tokens: int, start: int, context: int | None) -> int:
     context, to a multiple of 4 (a step boundary: the voices stay aligned).
     It keeps ``start`` otherwise, so a cache stays valid until the next slide.
     """
+    if context is not None and context < 4:
+        raise ValueError(f"a context of {context} tokens holds less than one step of 4 voices; at least 4 needed")
     if context is None or n_tokens - start <= context:
         return start
     keep = max(4, context // 2)                                      # tokens of history kept
@@ -70,6 +72,10 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     if ctx is not None and len(prompt) > ctx:
         raise ValueError(f"prompt has {len(prompt)} tokens but the model's context is {ctx}; "
                          f"use a shorter prompt (at most {(ctx - 1) // 4} steps)")
+    # float32 holds temperatures from 1.2e-38 to 3.4e38; beyond them the distribution is, to float32's
+    # precision, the argmax or uniform already, and a temperature outside would overflow to 0 or inf (NaN)
+    f32 = torch.finfo(torch.float32)
+    t = min(max(temperature, f32.tiny), f32.max)
     use_cache = cache and getattr(model, "cacheable", False)
     device = model_device(model)
     gen = torch.Generator(device="cpu")
@@ -90,14 +96,14 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
                 logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest token only
             logits = logits[0, -1].float()                          # (V,)
             if trace is not None:
-                trace.append((logits / temperature).cpu())
+                trace.append((logits / t).cpu())
             logits[list(banned)] = float("-inf")
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
                 logits[logits < kth] = float("-inf")
             # subtract the largest logit before dividing: a tiny temperature then tends to the argmax
             # instead of overflowing to inf (and NaN probabilities)
-            logits = (logits - logits.max()) / temperature
+            logits = (logits - logits.max()) / t
             nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
             idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
     return idx[0].cpu().numpy()

@@ -6,8 +6,8 @@ import pytest
 
 from musictx_lite import load_jsb
 from musictx_lite.__main__ import main
-from musictx_lite.experiments.reproduce import JSB_MODELS, PAPER, format_table, reproduce_jsb, verdict
-from musictx_lite.experiments.training import read_checkpoint
+from musictx_lite.checkpoint import read_checkpoint
+from musictx_lite.study.reproduce import JSB_MODELS, PAPER, format_table, reproduce_jsb, verdict
 
 NAMES = [name for name, _ in JSB_MODELS]
 
@@ -82,7 +82,7 @@ def test_verdict_says_whether_absolute_is_worse(absolute, answer):
 
 def test_reproduce_rows_are_chapter_11s_rows(first_run):
     """`reproduce jsb` trains at the comparison budget: its rows equal `compare`'s for the same models."""
-    from musictx_lite.experiments.compare import compare
+    from musictx_lite.study.compare import compare
 
     _, data, rows, _ = first_run
     got = compare(data, "smoke", names=NAMES, device="cpu", n_pieces=1, n_steps=4, memory_length=32,
@@ -101,9 +101,9 @@ def test_export_writes_float16_checkpoints_with_their_records(first_run, tmp_pat
     import torch
 
     from musictx_lite.models import load_checkpoint
-    from musictx_lite.experiments import hub
-    from musictx_lite.experiments.hub import export
     from musictx_lite.models.tasks import evaluate_nll
+    from musictx_lite.study import hub
+    from musictx_lite.study.hub import export
 
     _, data, rows, _ = first_run
     # the record's commit is read before export writes its file (a shipped file changed by the export
@@ -135,9 +135,9 @@ def test_models_option_trains_a_subset(first_run, jsb_path, capsys):
 
 
 def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeypatch):
+    import musictx_lite.study.reproduce as R
     from musictx_lite.io.data import Splits
-    import musictx_lite.experiments.reproduce as R
-    from musictx_lite.experiments.reproduce import ablation, format_ablation
+    from musictx_lite.study.reproduce import ablation, format_ablation
 
     ABLATION = {**R.ABLATION, "no dropout, no weight decay": dict(dropout=0.0, weight_decay=0.0)}
     monkeypatch.setattr(R, "ABLATION", ABLATION)
@@ -160,7 +160,7 @@ def test_ablation_takes_one_ingredient_out_at_a_time(jsb_path, tmp_path, monkeyp
 
 
 def test_paper_table_says_where_each_number_comes_from():
-    from musictx_lite.experiments.reproduce import format_paper_table
+    from musictx_lite.study.reproduce import format_paper_table
 
     shipped = [{"name": n, "valid_nll": 0.3, "test_nll": 0.31, "record": {"valid_nll": 0.4, "test_nll": 0.41}}
                for n in NAMES]

@@ -33,11 +33,12 @@ import torch
 import torch.nn as nn
 
 from .. import settings
-from ..checkpoint import upgrade_config
-from ..io.data import Splits, atomic_write
+from ..checkpoint import upgrade_config, write_checkpoint
+from ..engine.training import History
+from ..files import atomic_write
+from ..io.data import Splits
 from ..models.registry import MODELS
 from ..models.tasks import evaluate_nll
-from .training import History
 
 HERE = Path(__file__).parents[1] / "pretrained"
 NAMES = tuple(name for name, spec in MODELS.items() if spec.paper)   # the paper's Table 2 rows, in its order
@@ -156,7 +157,7 @@ def export(model: nn.Module, hist: History, train_config: dict, data: Splits, ou
     ckpt = {"model_name": name, "model_class": type(model).__qualname__, "model_config": model.cfg.to_dict(),
             "train_config": train_config, "model": state, "step": hist.best_step or
             (hist.step[-1] if hist.step else 0)}
-    path = atomic_write(out / f"{name}.pt", lambda tmp: torch.save(ckpt, tmp))
+    path = write_checkpoint(out / f"{name}.pt", ckpt)
     stored, _ = load_checkpoint(path, device="cpu")                 # what a user gets: float16 -> float32
     t0 = time.perf_counter()
     valid, test = evaluate_nll(stored.float(), data.valid), evaluate_nll(stored.float(), data.test)
@@ -186,7 +187,7 @@ def export_run(run: str | os.PathLike, data: Splits, out_dir: str | os.PathLike 
     distilled run's record also gets ``distil.teachers_summary``: each teacher's valid NLL, and that of
     their mean predictions (``teachers_valid_nll``)."""
     from ..checkpoint import read_checkpoint
-    from .distil import load_teacher, teachers_summary
+    from ..engine.distil import load_teacher, teachers_summary
 
     ck = read_checkpoint(run)
     model = load_teacher(run)                       # the best weights, as a teacher is loaded

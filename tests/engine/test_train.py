@@ -6,9 +6,10 @@ import torch
 import torch.nn as nn
 
 from musictx_lite import ModelConfig, TrainConfig, build_model, evaluate_nll, load_checkpoint, train
+from musictx_lite.engine.precision import cpu_has_bf16
+from musictx_lite.engine.training import lr_at
 from musictx_lite.io.tokens import BOS, PAD, VOCAB_SIZE
 from musictx_lite.models.tasks import Crops
-from musictx_lite.experiments.training import cpu_has_bf16, lr_at
 
 SMALL = ModelConfig(n_embd=24, n_heads=2, context=32)
 
@@ -184,7 +185,7 @@ def test_an_unregistered_model_gets_a_usable_checkpoint(chorales, tmp_path):
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint\n", bytes(range(256)) * 4])
 def test_a_file_that_is_not_a_checkpoint_is_a_clear_error(tmp_path, content):
-    from musictx_lite.experiments.training import read_checkpoint
+    from musictx_lite.checkpoint import read_checkpoint
 
     (tmp_path / "ckpt.pt").write_bytes(content)
     with pytest.raises(ValueError, match="is not a musictx_lite checkpoint"):
@@ -227,8 +228,8 @@ def test_transposed_crops_stay_in_the_vocabulary_and_use_every_shift(chorales):
 
 
 def test_shift_range_keeps_every_note_inside():
-    from musictx_lite.models.tasks import shift_range
     from musictx_lite.io.tokens import HIGHEST, LOWEST
+    from musictx_lite.models.tasks import shift_range
 
     g = np.array([[60, 55, -1, 40], [62, 57, 50, 43]])
     lo, hi = shift_range(g)
@@ -302,15 +303,15 @@ def test_transpose_is_for_next_token_models_only(chorales):
 def test_cpu_bf16_only_where_the_cpu_has_it(chorales, monkeypatch, hardware):
     """cpu_bf16 asks for bf16 autocast; a CPU without bf16 in hardware (where oneDNN emulates it, several times
     slower, and has no bf16 LSTM) trains in float32 instead: the same steps as cpu_bf16=False, bit for bit."""
-    from musictx_lite.experiments import training
+    from musictx_lite.engine import precision as prec
 
-    monkeypatch.setattr(training, "cpu_has_bf16", lambda: hardware)
-    autocast, scaler = training._amp(torch.device("cpu"), cpu_bf16=True)
+    monkeypatch.setattr(prec, "cpu_has_bf16", lambda: hardware)
+    autocast, scaler = prec.amp(torch.device("cpu"), cpu_bf16=True)
     with autocast():
-        assert torch.is_autocast_enabled("cpu") is hardware and scaler is None
+        assert torch.is_autocast_enabled("cpu") is hardware and not scaler.is_enabled()
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == (torch.bfloat16 if hardware else torch.float32)
-    assert training.precision("cpu", True) == ("bfloat16" if hardware else "float32")
-    assert training.precision("cpu", False) == "float32"
+    assert prec.precision("cpu", True) == ("bfloat16" if hardware else "float32")
+    assert prec.precision("cpu", False) == "float32"
     if not hardware:                                  # float32 instead: exactly the run without cpu_bf16
         losses = []
         for bf16 in (True, False):
@@ -324,19 +325,19 @@ def test_cpu_bf16_only_where_the_cpu_has_it(chorales, monkeypatch, hardware):
                                                   ((8, 0), "bfloat16"), ((9, 0), "bfloat16")])
 def test_cuda_precision_follows_the_tensor_cores(monkeypatch, capability, expected):
     """A T4 (7.5) says yes to is_bf16_supported() but emulates bf16: fp16 with a gradient scaler there; bf16
-    from Ampere (8.0) on, without a scaler. ``train`` takes ``_amp(device)``, which asks ``precision(device)``."""
+    from Ampere (8.0) on, without a scaler. ``train`` takes ``amp(device)``, which asks ``precision(device)``."""
     import warnings
 
-    from musictx_lite.experiments import training
+    from musictx_lite.engine import precision as prec
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)    # as a T4 answers
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    assert training.precision("cuda") == training.precision("cuda:0", cpu_bf16=True) == expected
+    assert prec.precision("cuda") == prec.precision("cuda:0", cpu_bf16=True) == expected
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")               # a CPU build's scaler warns that CUDA is missing
-        autocast, scaler = training._amp(torch.device("cuda"))
-    assert isinstance(scaler, torch.amp.GradScaler) if expected == "float16" else scaler is None
+        autocast, scaler = prec.amp(torch.device("cuda"))
+    assert isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled() is (expected == "float16")
     ctx = autocast()
     assert ctx.fast_dtype == {"float16": torch.float16, "bfloat16": torch.bfloat16}[expected] and ctx.device == "cuda"
 
@@ -348,13 +349,78 @@ def test_a_t4s_fp16_trains_lstms_and_decoders(chorales, monkeypatch, name):
     the scaler while it finds its scale; the weights must still move and every number stay finite."""
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU: oneDNN on a CPU has no fp16 LSTM primitive")
-    from musictx_lite.experiments import training
+    from musictx_lite.engine import precision as prec
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert training.precision("cuda") == "float16"
+    assert prec.precision("cuda") == "float16"
     torch.manual_seed(0)
     m = build_model(name, SMALL)
     before = [p.detach().clone() for p in m.parameters()]
     hist = train(m, chorales, cfg(max_steps=40, eval_every=40), device="cuda", progress=False)
     assert all(math.isfinite(x) for x in hist.train_loss + hist.valid_nll)
     assert any(not torch.equal(a, b.cpu()) for a, b in zip(before, m.parameters()))
+
+
+def test_a_callback_sees_every_event_in_order(chorales, tmp_path):
+    """Callbacks after the standard ones get start, eval, step and end, with the run's state; an interrupted
+    run gets interrupt, and close in every case."""
+    class Log:
+        def __init__(self):
+            self.events = []
+
+        def start(self, run):
+            self.events.append(("start", run.step))
+
+        def eval(self, run):
+            self.events.append(("eval", run.step, run.hist.valid_nll[-1]))
+
+        def step(self, run, loss):
+            self.events.append(("step", run.step))
+
+        def interrupt(self, run):
+            self.events.append(("interrupt", run.step))
+
+        def end(self, run):
+            self.events.append(("end", run.step))
+
+        def close(self, run):
+            self.events.append(("close", run.step))
+
+    torch.manual_seed(0)
+    log = Log()
+    h = train(build_model("lstm", SMALL), chorales, cfg(max_steps=4, eval_every=2), progress=False, callbacks=(log,))
+    assert [e[0] for e in log.events] == ["start", "step", "eval", "step", "step", "eval", "step", "close", "end"]
+    assert [e[2] for e in log.events if e[0] == "eval"] == h.valid_nll
+
+    def stop(step, loss):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    log = Log()
+    with pytest.raises(KeyboardInterrupt):
+        train(build_model("lstm", SMALL), chorales, cfg(max_steps=6, eval_every=6), progress=False,
+              on_step=stop, callbacks=(log,))
+    assert log.events[-2:] == [("interrupt", 3), ("close", 3)]
+
+
+def test_the_loop_the_book_shows_is_short():
+    """Chapter 1 displays ``train`` whole: the loop and nothing else, at most 60 lines."""
+    import inspect
+
+    lines = inspect.getsource(train).splitlines()
+    assert len(lines) <= 60, len(lines)
+    for part in ("lr_at(", "run.batch()", "token_nll(", ".backward()", "clip_grad_norm_", "scaler.step(opt)",
+                 "run.evaluate("):
+        assert any(part in line for line in lines), part
+
+
+def test_throughput_leaves_the_warm_up_out(chorales):
+    from musictx_lite.engine.training import History
+
+    h = History(tokens=1000, seconds=3.0, warm_tokens=100, warm_seconds=2.0)
+    assert h.tokens_per_s == pytest.approx(900.0)                  # 900 tokens in the last second
+    assert History(tokens=1000, seconds=2.0).tokens_per_s == pytest.approx(500.0)   # no warm-up noted
+    torch.manual_seed(0)
+    h = train(build_model("lstm", SMALL), chorales, cfg(max_steps=20, eval_every=20), progress=False)
+    per_step = h.tokens / len(h.step)
+    assert h.warm_tokens == pytest.approx(4 * per_step, rel=0.5) and 0 < h.warm_seconds < h.seconds

@@ -43,6 +43,32 @@ def test_a_tiny_temperature_is_greedy_not_nan(model):
         np.testing.assert_array_equal(generate(model, None, 6, temperature=1e-40, seed=seed), greedy)
 
 
+def test_a_temperature_float32_cannot_hold_still_samples(model):
+    """1e300 overflows float32 to inf and 1e-300 to 0 (NaN probabilities once, a RuntimeError): beyond float32's
+    range the sample is the limit, the argmax or uniform over the allowed tokens."""
+    greedy = generate(model, None, 6, top_k=1, seed=1)
+    np.testing.assert_array_equal(generate(model, None, 6, temperature=1e-300, seed=3), greedy)
+    hot = generate(model, None, 64, temperature=1e300, seed=0)[1:]
+    assert not np.isin(hot, [PAD, BOS, HOLD, MASK]).any()
+    # uniform over the allowed tokens: far more of them drawn than the model's few likely ones
+    assert len(set(hot.tolist())) > 40
+    trace = []
+    generate(model, None, 1, temperature=1e300, trace=trace)
+    assert all(torch.isfinite(t).all() for t in trace)
+
+
+def test_a_window_never_outgrows_the_context():
+    from musictx_lite.engine.sample import window_start
+
+    for context in range(4, 40):
+        start = 0
+        for n in range(1, 200):
+            start = window_start(n, start, context)
+            assert n - start <= context and start % 4 == 0
+    with pytest.raises(ValueError, match="at least 4"):
+        window_start(10, 0, 3)
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(temperature=float("nan")), "temperature"), (dict(temperature=float("inf")), "temperature"),
     (dict(temperature=-1.0), "temperature"), (dict(top_k=0), "top_k"), (dict(n_steps=-1), "n_steps"),

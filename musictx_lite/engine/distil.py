@@ -27,8 +27,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..checkpoint import read_checkpoint
-from ..io.data import Piece, atomic_write
+from ..checkpoint import checkpoint_file, read_checkpoint
+from ..files import atomic_write
+from ..io.data import Piece
 from ..io.tokens import PAD, VOCAB_SIZE, encode
 from ..models.tasks import Crops, shift_range, transposed
 
@@ -70,7 +71,7 @@ def piece_probs(model: nn.Module, seqs: torch.Tensor) -> torch.Tensor:
 def _key(teachers: list[str], pieces: list[Piece]) -> str:
     h = hashlib.sha256()
     for t in teachers:
-        f = Path(t) / "ckpt.pt" if Path(t).is_dir() else Path(t)
+        f = checkpoint_file(t)
         h.update(f"{Path(t).resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns};".encode())
     for p in pieces:
         h.update(encode(p.pitches).tobytes())
@@ -103,6 +104,19 @@ def teacher_table(teachers: list[str], pieces: list[Piece], device: torch.device
         Path(cache).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(cache), lambda tmp: torch.save({"key": key, "tables": tables}, tmp))
     return tables
+
+
+def soft_crops(model: nn.Module, data, cfg, device: torch.device | str, out_dir: str | os.PathLike | None,
+               seed: int, say=None) -> "SoftCrops":
+    """The crops ``train`` draws for ``cfg.teachers``: ``SoftCrops`` of ``data.train`` from the teachers' table,
+    which is cached in ``out_dir`` (where given)."""
+    from ..models.tasks import NEXT_TOKEN
+
+    if getattr(model, "task", None) is not NEXT_TOKEN:
+        raise ValueError("teachers distil next-token models only; this model's task is another")
+    cache = Path(out_dir) / CACHE if out_dir is not None else None
+    tables = teacher_table(list(cfg.teachers), data.train, device, cache, say=say or (lambda *a: None))
+    return SoftCrops(data.train, model.cfg.context, tables, cfg.teacher_weight, seed, cfg.transpose)
 
 
 class SoftCrops(Crops):

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model, evaluate_nll, train
-from musictx_lite.experiments import compare as C
-from musictx_lite.models.probes import is_causal
+from musictx_lite.engine.profiles import PROFILES, Profile
+from musictx_lite.engine.training import TrainConfig
 from musictx_lite.models import MODELS
-from musictx_lite.experiments.profiles import PROFILES, Profile
+from musictx_lite.models.probes import is_causal
 from musictx_lite.models.tasks import NEXT_TOKEN
-from musictx_lite.experiments.training import TrainConfig
+from musictx_lite.study import compare as C
 
 TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=2, context=32)
 
@@ -176,7 +176,7 @@ def test_cli_compare_exports_a_results_file(jsb_path, tmp_path, capsys, monkeypa
     import json
 
     from musictx_lite.__main__ import main
-    from musictx_lite.experiments import hub
+    from musictx_lite.study import hub
 
     # a long run records the commit it started from, not one made while it trained
     commits = itertools.chain(["abc (start)"], itertools.repeat("def (later)"))
@@ -203,7 +203,8 @@ def test_plot_nll_panels_colours_each_group_and_greys_the_rest(rows):
     labels = first.get_legend_handles_labels()[1]
     assert labels[0].startswith(names[0] + " (") and len(labels) == 2               # only its own run is named
     assert sum(line.get_color() == "0.8" for line in first.lines) == len(names) - 1
-    assert [t.startswith(n + " (") for t, n in zip(rest.get_legend_handles_labels()[1], names[1:])] == [True] * (len(names) - 1)
+    legend = rest.get_legend_handles_labels()[1]
+    assert [t.startswith(n + " (") for t, n in zip(legend, names[1:])] == [True] * (len(names) - 1)
     plt.close("all")
 
 
@@ -228,8 +229,8 @@ def test_the_shipped_comparison_file_matches_todays_models_and_adds_up():
     each run's per-piece NLL adding up to its split NLL, and its models still the size the budget gives them."""
     import json
 
-    from musictx_lite.experiments.hub import HERE
     from musictx_lite.models.registry import n_params
+    from musictx_lite.study.hub import HERE
 
     res = json.loads((HERE / "compare.json").read_text())             # chapter 11 reads it: it must ship
     for key in ("command", "commit", "device", "torch", "date", "profile", "seeds", "pieces", "models"):
@@ -304,7 +305,7 @@ def test_the_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_p
             shutil.copy(src / part, root / part)
     before = C.code_fingerprint(root)
     assert before == C.code_fingerprint()                              # the copy is the package's code
-    f = root / "experiments" / "training.py"
+    f = root / "engine" / "training.py"
     text = f.read_text()
     f.write_text(text.replace('"""Linear warmup', '"""A reworded docstring. Linear warmup', 1) + "\n# a comment\n")
     assert C.code_fingerprint(root) == before
@@ -409,7 +410,7 @@ def test_the_committed_ledger_holds_one_comparison():
     files = sorted(ledger.glob("*.seed-*.json"))
     if not files:
         pytest.skip("no committed ledger")
-    from musictx_lite.experiments.hub import HERE
+    from musictx_lite.study.hub import HERE
 
     runs = [json.loads(f.read_text()) for f in files]
     tokens = json.loads((HERE / "compare.json").read_text())["pieces"]     # per piece of the official split

@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from musictx_lite.experiments import bench
 from musictx_lite.models.local import local_relative_attention
+from musictx_lite.study import bench
 
 
 def test_predicted_bytes_follows_the_measured_power_law():

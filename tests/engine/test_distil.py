@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from musictx_lite import ModelConfig, TrainConfig, build_model, evaluate_nll, train
-from musictx_lite.experiments.distil import CACHE, SoftCrops, load_teacher, piece_probs, teacher_table
+from musictx_lite.engine.distil import CACHE, SoftCrops, load_teacher, piece_probs, teacher_table
 from musictx_lite.io.data import Splits
 from musictx_lite.io.tokens import PAD, VOCAB_SIZE, encode
 from musictx_lite.models.tasks import Crops, shift_range, token_nll, transposed
@@ -167,7 +167,7 @@ def test_cli_train_with_a_missing_teacher_is_a_clear_error(tmp_path, capsys):
 
 
 def test_ensemble_nll_of_one_teacher_is_its_nll_and_an_ensemble_is_no_worse_than_its_mean(small, teachers):
-    from musictx_lite.experiments.distil import ensemble_nll
+    from musictx_lite.engine.distil import ensemble_nll
 
     nll = [evaluate_nll(load_teacher(t), small.valid) for t in teachers]
     assert ensemble_nll(teachers[:1], small.valid) == pytest.approx(nll[0], rel=1e-5)

@@ -22,13 +22,13 @@ from dataclasses import asdict
 
 import torch
 
-from .compare import budget, train_compared
+from ..engine.profiles import Profile, get_profile, resolve
 from ..io.data import Splits, load_jsb
 from ..models.registry import MODELS, n_params
-from .profiles import MODEL_KEYS, Profile, get_profile
 from ..models.tasks import evaluate_nll
+from ..settings import WIDTH
+from .compare import budget, train_compared
 
-WIDTH = 88                      # the book's column
 # (model name, what it is): the records of ``MODELS`` with a ``paper`` row, in the book's order (the absolute
 # baseline first, then relative attention)
 JSB_MODELS = tuple((name, spec.paper) for name, spec in MODELS.items() if spec.paper)
@@ -83,7 +83,7 @@ def distil_jsb(profile: Profile | str | None, out_dir: str | os.PathLike, data: 
     with ``summary`` (``distil.teachers_summary``: each teacher's valid NLL, and their mean predictions')."""
     from pathlib import Path
 
-    from .distil import teachers_summary
+    from ..engine.distil import teachers_summary
 
     if teachers < 2:
         raise ValueError(f"distillation averages at least 2 teachers, got {teachers}")
@@ -164,9 +164,9 @@ def format_paper_table(shipped: list[dict], live: list[dict] = (), recomputed: b
     return "\n".join(line.rstrip() for line in lines)
 
 
-# What each ingredient of the recipe buys: relative attention, trained with the recipe at a small budget,
-# then with one ingredient taken out (``reproduce ablation``; chapter 11 shows the committed results).
-ABLATION_BUDGET = dict(max_steps=1500, warmup_steps=100, eval_every=250, ckpt_every=250, patience=None)
+# What each ingredient of the recipe buys: relative attention, trained with the recipe at a small budget
+# (``profiles.ABLATION_BUDGET``), then with one ingredient taken out (``reproduce ablation``; chapter 11 shows
+# the committed results).
 ABLATION = {"recipe": {},
             "no transposition": dict(transpose=False),
             "context 512": dict(context=512, batch_size=8)}     # twice the context, the same tokens per step
@@ -175,23 +175,21 @@ ABLATION = {"recipe": {},
 
 def ablation(data: Splits, out_dir: str | os.PathLike | None = None, seeds=(0,), name: str = "relative",
              device: torch.device | str | None = None, progress: bool = False,
-             steps_budget: dict = ABLATION_BUDGET) -> list[dict]:
-    """Train ``name`` with the paper profile's recipe at ``steps_budget`` (a small one), once per variant of ``ABLATION``
+             steps_budget: dict | None = None) -> list[dict]:
+    """Train ``name`` with the paper profile's recipe at ``ABLATION_BUDGET`` (a small one; ``steps_budget`` changes
+    it), once per variant of ``ABLATION``
     and seed. One dict per run: ``variant``, ``seed``, ``valid_nll`` (best weights, whole pieces), ``train_nll``
     (the mean training loss of the last 100 steps, on transposed crops where the variant transposes),
     ``best_step`` and ``seconds``. With ``out_dir``, runs resume."""
     from pathlib import Path
 
+    from ..engine.training import train
     from ..models.registry import build_model
-    from .training import train
 
-    p = get_profile("paper")
     rows = []
     for variant, change in ABLATION.items():
         for seed in seeds:
-            mcfg = p.model_config(name, **{k: v for k, v in change.items() if k in MODEL_KEYS})
-            tcfg = p.train_config(name, seed=seed, **steps_budget,
-                                  **{k: v for k, v in change.items() if k not in MODEL_KEYS})
+            mcfg, tcfg = resolve(name, None, "ablation", seed=seed, **(steps_budget or {}), **change)
             torch.manual_seed(seed)
             model = build_model(name, mcfg)
             run = None if out_dir is None else Path(out_dir) / f"{variant.replace(' ', '-').replace(',', '')}-{seed}"
