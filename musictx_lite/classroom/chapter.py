@@ -34,6 +34,15 @@ def setup(profile: str | None = None, seed: int = 0) -> Profile:
     return p
 
 
+def show_source(*objs) -> None:
+    """Display the package's source of ``objs``, one after the other: a reference solution, in its hidden cell."""
+    import inspect
+
+    from IPython.display import Code, display
+
+    display(Code("\n\n".join(inspect.getsource(o) for o in objs), language="python"))
+
+
 def claim(P: Profile, holds: bool, text: str) -> bool:
     """A reading that rests on training (a ranking, a gap, a verdict), checked where the profile's runs bear
     it out and said in words everywhere. In a profile whose chapters were measured (``P.unchecked`` empty:

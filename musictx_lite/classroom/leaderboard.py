@@ -13,7 +13,10 @@ baselines and its own rows. Runs of different profiles or data never mix: each
 
 Only models scored in nats per token (next-token prediction on whole validation
 pieces) are ranked against the baselines; a model of another task (chapter 2's
-fill-in, in nats per hidden note) is listed below the ranking, by itself.
+fill-in, in nats per hidden note) is listed below the ranking, by itself. Models
+are ranked only against models of the same budget (steps and peak learning rate):
+each budget has its own section, under the baselines, which train on nothing and
+stand beside every section.
 """
 from __future__ import annotations
 
@@ -44,6 +47,12 @@ class Row:
     valid_nll: float
     note: str = ""
     task: str = TOKEN_TASK
+    lr: float | None = None            # the peak learning rate of its run (None: a baseline, or an older row)
+
+    @property
+    def budget(self) -> tuple:
+        """What makes two rows comparable: the steps and the peak learning rate they trained with."""
+        return (self.steps or 0, self.lr or 0.0)
 
 
 def _slug(text: str) -> str:
@@ -89,7 +98,8 @@ def record(chapter: int, name: str, model, history, valid_nll: float, note: str 
     row = Row(chapter=int(chapter), name=str(name), params=n_params(model),
               steps=history.step[-1] if history is not None and history.step else None,
               tokens_per_s=round(history.tokens_per_s, 1) if history is not None and history.seconds else None,
-              valid_nll=float(valid_nll), note=str(note), task=str(task))
+              valid_nll=float(valid_nll), note=str(note), task=str(task),
+              lr=max(history.lr) if history is not None and history.lr else None)
     rows = [r for r in _read(chapter) if r.name != row.name] + [row]
     _write(chapter, rows)
 
@@ -115,10 +125,18 @@ def baselines(data=None) -> dict[str, float]:
 
 
 def rows(chapter: int, data=None) -> list[Row]:
-    """Chapter 0's baselines and every recorded row of chapters 0 to ``chapter``, best NLL first."""
+    """Chapter 0's baselines, best first, then every recorded row of chapters 0 to ``chapter``: per task, per
+    budget (the most steps first), best NLL first."""
     base = [Row(0, name, None, None, None, v, "baseline") for name, v in baselines(data).items()]
     recorded = [r for c in range(int(chapter) + 1) for r in _read(c)]
-    return sorted(base + recorded, key=lambda r: (r.task != TOKEN_TASK, r.task, r.valid_nll))
+    return sorted(base, key=lambda r: r.valid_nll) + sorted(
+        recorded, key=lambda r: (r.task != TOKEN_TASK, r.task, -r.budget[0], -r.budget[1], r.valid_nll))
+
+
+def _budget_title(r: Row) -> str:
+    if r.steps is None:
+        return "not trained by train():"
+    return f"trained {r.steps:,} steps" + (f" at a peak learning rate of {r.lr:g}:" if r.lr else ":")
 
 
 def _cut(text: str, width: int) -> str:
@@ -139,9 +157,18 @@ class Table:
     def __init__(self, chapter: int, rows: list[Row]):
         self.chapter, self.rows = chapter, rows
         head = (f"ch  {'model':<{NAME_WIDTH}} {'params':>9} {'steps':>6} {'tok/s':>7} {'NLL':>6}  note")
-        ranked = [r for r in rows if r.task == TOKEN_TASK]
-        lines = [f"Leaderboard after chapter {chapter}: valid NLL in nats per token, best first", head,
-                 "-" * len(head)] + [_line(r) for r in ranked]
+        lines = [f"Leaderboard after chapter {chapter}: valid NLL in nats per token, best first;",
+                 "models ranked only against models of the same budget", head, "-" * len(head),
+                 "chapter 0's baselines (counted, not trained):"]
+        lines += [_line(r) for r in rows if r.note == "baseline" and r.chapter == 0 and r.params is None]
+        budget = None
+        for r in rows:
+            if r.task != TOKEN_TASK or (r.params is None and r.note == "baseline"):
+                continue
+            if r.budget != budget:
+                budget = r.budget
+                lines.append(_budget_title(r))
+            lines.append(_line(r))
         for task in sorted({r.task for r in rows} - {TOKEN_TASK}):
             lines += ["", f"task {task!r} (NLL per predicted note, not comparable with the above):"]
             lines += [_line(r) for r in rows if r.task == task]

@@ -14,7 +14,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, MultipleLocator
 
 from ..engine.training import History
 from ..io.midi import STEPS_PER_QUARTER, notes_of
@@ -41,7 +41,12 @@ def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, t
     lo, hi = (sounding.min(), sounding.max()) if sounding.size else (48, 72)
     ax.set_xlim(start / STEPS_PER_QUARTER, (start + len(pitches)) / STEPS_PER_QUARTER)
     ax.set_ylim(lo - 2, hi + 2)
-    ax.set_xlabel("time (quarter notes)")
+    # a tick at every bar line (a chorale's bar holds 4 quarters), a minor one at every beat; fewer on long rolls
+    bars_shown = len(pitches) / STEPS_PER_QUARTER / QUARTERS_PER_BAR
+    ax.xaxis.set_major_locator(MultipleLocator(QUARTERS_PER_BAR * max(1, int(np.ceil(bars_shown / 16)))))
+    ax.xaxis.set_minor_locator(MultipleLocator(1))
+    ax.grid(axis="x", which="major", alpha=0.25)
+    ax.set_xlabel("time (quarter notes; a tick at each bar line)")
     ax.set_ylabel("MIDI pitch")
     # outside the axes, to the right: a legend inside would cover the highest notes
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False, handlelength=1.2)
@@ -127,6 +132,29 @@ def images_without_colorbar(fig) -> list:
     return [im for ax in fig.axes for im in ax.images if getattr(im, "colorbar", None) is None]
 
 
+QUARTERS_PER_BAR = 4                    # the chorales' 4/4 bars (the data holds no other metre)
+# chapter 0's baselines look the same in every chapter's figures: shades of grey, one dash pattern each
+BASELINE_STYLE = [("0.55", (0, (1, 1.5))), ("0.35", (0, (5, 2))), ("0.15", (0, (5, 2, 1, 2)))]
+
+
+def baseline_lines(ax, baselines: dict[str, float] | None, top: float | None = None) -> None:
+    """Chapter 0's baselines as horizontal lines, in the same grey and dash wherever they are drawn; a baseline
+    above ``top`` (it would squash the runs' curves) is named in the legend, not drawn."""
+    for i, (name, v) in enumerate((baselines or {}).items()):
+        color, dash = BASELINE_STYLE[i % len(BASELINE_STYLE)]
+        if top is not None and v > top:
+            ax.plot([], [], color=color, ls=dash, lw=1, label=f"{name} ({v:.3f}, above the plot)")
+        else:
+            ax.axhline(v, color=color, ls=dash, lw=1.2, label=f"{name} ({v:.3f})")
+
+
+def _top(values: list[float]) -> float:
+    """Where a panel of NLLs stops: the runs' highest value plus half their range, enough for the nearest
+    baselines and not the far ones."""
+    lo, hi = min(values), max(values)
+    return hi + max(0.5 * (hi - lo), 0.1)
+
+
 def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = None, smooth: int = 20,
                  unit: str = "nats/token"):
     """Train loss (left) and validation NLL (right) per run; baselines as dashed lines.
@@ -139,8 +167,13 @@ def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = 
         loss = np.convolve(h.train_loss, np.ones(k) / k, mode="valid")
         a.plot(h.step[k - 1:], loss, label=name)
         b.plot(h.eval_step, h.valid_nll, "o-", label=f"{name} ({h.final_nll:.3f})")
-    for i, (name, v) in enumerate((baselines or {}).items()):
-        b.axhline(v, color=f"C{len(runs) + i}", ls="--", lw=1, label=f"{name} ({v:.3f})")
+    nlls = [v for h in runs.values() for v in h.valid_nll]
+    top = _top(nlls)
+    baseline_lines(b, baselines, top)
+    shown = [v for v in (baselines or {}).values() if v <= top]
+    lo = min(nlls + shown)
+    b.set_ylim(lo - 0.05 * (top - lo), max(top, *shown) if shown else top)
+    b.xaxis.set_major_locator(MaxNLocator(integer=True))
     a.set(xlabel="step", ylabel=f"train loss ({unit})", title="training loss (moving average)")
     b.set(xlabel="step", ylabel=f"valid NLL ({unit})", title="validation NLL, whole pieces")
     for ax in (a, b):
@@ -169,8 +202,9 @@ def plot_seeds(results: dict[str, list[float]], baselines: dict[str, float] | No
     for i, (name, v) in enumerate(results.items()):
         ax.plot([i] * len(v), v, "o", color=f"C{i}", alpha=0.8)
         ax.hlines(np.mean(v), i - 0.25, i + 0.25, color=f"C{i}", lw=2)
-    for j, (name, v) in enumerate((baselines or {}).items()):
-        ax.axhline(v, ls="--", lw=1, color=f"C{len(results) + j}", label=f"{name} ({v:.3f})")
+    values = [x for v in results.values() for x in v]
+    top = _top(values)
+    baseline_lines(ax, baselines, top)
     ax.set_xticks(range(len(results)), list(results))
     ax.set(ylabel=f"valid NLL ({unit})", title=title, xlim=(-0.5, len(results) - 0.5))
     ax.grid(alpha=0.3, axis="y")

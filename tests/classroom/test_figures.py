@@ -95,3 +95,36 @@ def test_history_legend_does_not_cover_the_baselines():
     assert legend.x1 <= fig.bbox.x1 + 1                                   # and inside the figure
     assert {t.get_text() for t in nll.get_legend().get_texts()} >= {"unigram (3.410)", "7-gram (1.020)"}
     plt.close(fig)
+
+
+def test_piano_roll_ticks_fall_on_bar_lines():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from musictx_lite.classroom.plots import piano_roll
+
+    grid = np.tile(np.array([[72, 67, 60, 48]]), (16 * 6 + 8, 1))               # 6 and a half bars
+    ax = piano_roll(grid, start=16)                                            # starts on bar 2
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert len(ticks) >= 6 and all(t % 4 == 0 for t in ticks)                   # 4 quarters a bar
+    plt.close("all")
+
+
+def test_baselines_look_the_same_everywhere_and_a_far_one_is_named_not_drawn():
+    import matplotlib.pyplot as plt
+
+    from musictx_lite.classroom.plots import plot_history, plot_seeds
+    from musictx_lite.engine.training import History
+
+    base = {"unigram": 2.9, "7-gram": 1.02, "same voice": 1.05}
+    h = History(step=[1, 2, 3, 4], train_loss=[2.0, 1.5, 1.2, 1.1], eval_step=[2, 4], valid_nll=[1.3, 1.0])
+    styles = []
+    for fig in (plot_history({"a": h}, base), plot_history({"a": h, "b": h, "c": h}, base),
+                plot_seeds({"a": [1.0, 1.1]}, base)):
+        ax = fig.axes[-1] if len(fig.axes) == 2 else fig.axes[0]
+        lines = {ln.get_label().split(" (")[0]: ln for ln in ax.get_lines() if ln.get_label().split(" (")[0] in base}
+        styles.append({k: (ln.get_color(), ln.get_linestyle()) for k, ln in lines.items()})
+        assert "above the plot" in lines["unigram"].get_label() and not len(lines["unigram"].get_xdata())
+        assert ax.get_ylim()[1] < 2.9                                            # the far line does not squash
+    assert styles[0] == styles[1] == styles[2]                                 # whatever the number of runs
+    plt.close("all")

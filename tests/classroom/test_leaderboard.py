@@ -36,13 +36,34 @@ def test_record_and_show_sorted_with_baselines(board, capsys):
     printed = capsys.readouterr().out
     assert printed.strip() == str(table) == repr(table)
     names = [r.name for r in table.rows]
-    assert names == ["LSTM", "7-gram", "same voice", "LSTM + attention", "unigram"]
-    lstm = table.rows[0]
+    assert names == ["7-gram", "same voice", "unigram", "LSTM", "LSTM + attention"]   # baselines, then budgets
+    lstm = table.rows[3]
     assert (lstm.chapter, lstm.params, lstm.steps, lstm.tokens_per_s, lstm.note) == (1, 8, 40, 4000.0, "seed 0")
-    attn = table.rows[3]
+    attn = table.rows[4]
     assert attn.steps is None and attn.tokens_per_s is None and attn.params == 10
     assert "4,000" in printed and "0.950" in printed and "seed 0" in printed
     assert all(len(line) <= settings.WIDTH for line in printed.splitlines())
+
+
+def test_models_are_ranked_only_against_models_of_their_budget(board, capsys):
+    """Runs of different steps or learning rates are not comparable: each budget is its own section."""
+    def run(steps, lr):
+        h = history(steps=steps)
+        h.lr = [lr / 2, lr, lr / 4]
+        return h
+
+    leaderboard.record(1, "short, good", model(), run(125, 4e-3), 0.90)
+    leaderboard.record(3, "long", model(), run(500, 4e-3), 0.95)
+    leaderboard.record(4, "long, other rate", model(), run(500, 6e-3), 0.92)
+    leaderboard.record(4, "long 2", model(), run(500, 4e-3), 0.93)
+    table = leaderboard.show(4)
+    text = capsys.readouterr().out
+    assert [r.name for r in table.rows][3:] == ["long, other rate", "long 2", "long", "short, good"]
+    sections = [ln for ln in text.splitlines() if ln.startswith("trained")]
+    assert sections == ["trained 500 steps at a peak learning rate of 0.006:",
+                        "trained 500 steps at a peak learning rate of 0.004:",
+                        "trained 125 steps at a peak learning rate of 0.004:"]
+    assert text.index("long 2") < text.index(" long   ") < text.index("short, good")
 
 
 def test_later_chapters_show_earlier_rows_and_not_later_ones(board):

@@ -110,3 +110,23 @@ def test_each_exercise_that_asks_for_code_names_its_checker(path):
         expected = [tuple(key.split("."))] if key in CHECKERS else []
         assert sorted(set(found)) == expected, f"{path.name}: exercise {key} should name {expected or 'no checker'}"
     assert {k for k in CHECKERS if k.startswith(f"{chapter}.")} <= set(named)
+
+
+@pytest.mark.parametrize("path", [p for p in CHAPTERS if int(p.name[:2]) <= 5], ids=lambda p: p.name)
+def test_a_code_exercises_solution_shows_its_reference_code(path):
+    """Chapters 0-5: the hidden solution of an exercise that asks for code (it has a checker) shows the
+    package's source of the reference answer (``show_source``) before it runs it; the source exists."""
+    from musictx_lite.classroom.checkers import CHECKERS
+
+    code = [c for c in cells(path) if c.cell_type == "code"]
+    for solution in code:
+        m = re.search(r"^exercise_(\d+)_(\d+)\(", solution.source, re.M)
+        if not (m and sn.is_solution(solution)):
+            continue
+        key = f"{m.group(1)}.{m.group(2)}"
+        shown = re.search(r"^show_source\(([\w, ]+)\)", solution.source, re.M)
+        assert bool(shown) == (key in CHECKERS), f"{path.name}: exercise {key}"
+        if shown:
+            namespace: dict = {}
+            exec("\n".join(ln for ln in solution.source.splitlines() if ln.startswith("from ")), namespace)
+            assert all(callable(namespace[n.strip()]) for n in shown.group(1).split(","))

@@ -32,14 +32,9 @@ def exercise_0_1(data: Splits | None = None) -> float:
     return share
 
 
-def exercise_0_2(data: Splits | None = None) -> dict[str, float]:
-    """Which voice is hardest to predict? The same-voice predictor's valid NLL, voice by voice, and why.
-
-    The why is in how each voice moves (``stats.voice_stats`` on train): a voice
-    that changes pitch more often, and by wider leaps, is harder to predict from
-    its own previous step.
-    """
-    data = data or load_data()
+def same_voice_nll(data: Splits) -> dict[str, float]:
+    """The same-voice predictor's valid NLL (nats/token), voice by voice: each voice from its own previous
+    step."""
     sv = SameVoice().fit(data.train)
     table = sv._table(sv.alpha)
     per_voice = {v: [] for v in VOICES}
@@ -48,7 +43,18 @@ def exercise_0_2(data: Splits | None = None) -> dict[str, float]:
         nll = -np.log(np.r_[sv.unigram[y[:4]], table[y[:-4], y[4:]]])
         for v, name in enumerate(VOICES):
             per_voice[name].append(nll[v::4])
-    out = {k: float(np.concatenate(v).mean()) for k, v in per_voice.items()}
+    return {k: float(np.concatenate(v).mean()) for k, v in per_voice.items()}
+
+
+def exercise_0_2(data: Splits | None = None) -> dict[str, float]:
+    """Which voice is hardest to predict? The same-voice predictor's valid NLL, voice by voice, and why.
+
+    The why is in how each voice moves (``stats.voice_stats`` on train): a voice
+    that changes pitch more often, and by wider leaps, is harder to predict from
+    its own previous step.
+    """
+    data = data or load_data()
+    out = same_voice_nll(data)
     motion = {name: voice_stats([p.pitches[:, [v]] for p in data.train]) for v, name in enumerate(VOICES)}
     print("voice     NLL  moves on  mean move (semitones)")
     for name in VOICES:

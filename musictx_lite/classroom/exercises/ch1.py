@@ -49,26 +49,45 @@ def exercise_1_1(C: int = 16, T: int = 10, seed: int = 0) -> AdditiveAttention:
 
 
 def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1.5), n_steps: int = 32,
-                 seed: int = 0, data: Splits | None = None) -> dict[float, float]:
+                 seed: int = 0, data: Splits | None = None, n_samples: int = 8) -> dict[float, float]:
     """Temperature: how often does a voice change pitch from one 16th to the next, per temperature?
 
     The same measure (``stats.voice_stats``) on Bach's valid chorales is the
-    reference: a too-hot sampler fidgets, a too-cold one stalls.
+    reference: a too-hot sampler fidgets, a too-cold one stalls. ``n_samples``
+    continuations per temperature (seeds ``seed`` ...), with a bootstrap interval
+    over them: one short sample cannot rank temperatures that lie close.
     """
     from ...engine.sample import generate
-    from ...io.stats import voice_stats
+    from ...io.stats import bootstrap_interval, voice_stats
     from ...io.tokens import decode
 
     data = data or load_data()
-    bach = voice_stats([p.pitches for p in data.valid])["moves"]
-    out = {}
+
+    def moves(grids) -> float:
+        return voice_stats(grids)["moves"]
+
+    bach = moves([p.pitches for p in data.valid])
+    b_lo, b_hi = bootstrap_interval([p.pitches for p in data.valid], moves, n=200)
+    out, gaps = {}, {}
     for temp in temperatures:
-        g = decode(generate(model, prompt, n_steps, temperature=temp, seed=seed))[-n_steps:]
-        out[temp] = voice_stats(g)["moves"]
-        print(f"temperature {temp}: voices change pitch on {out[temp]:.0%} of steps")
-    print(f"Bach (every valid chorale): {bach:.0%} of steps")
-    closest = min(out, key=lambda t: abs(out[t] - bach))
-    print(f"closest to Bach: temperature {closest} (one sample of {n_steps} steps per temperature)")
+        grids = [decode(generate(model, prompt, n_steps, temperature=temp, seed=seed + i))[-n_steps:]
+                 for i in range(n_samples)]
+        out[temp] = moves(grids)
+        lo, hi = bootstrap_interval(grids, moves, n=200)
+        gaps[temp] = (abs(out[temp] - bach), lo, hi)
+        print(f"temperature {temp}: voices change pitch on {out[temp]:.0%} of steps "
+              f"(95% interval over {n_samples} samples: {lo:.0%} to {hi:.0%})")
+    print(f"Bach (every valid chorale): {bach:.0%} of steps ({b_lo:.0%} to {b_hi:.0%})")
+    closest = min(out, key=lambda t: gaps[t][0])
+    inside = [t for t in temperatures if gaps[t][1] <= bach <= gaps[t][2]]
+    # decisive only if the closest temperature's interval is nearer to Bach than every other's, end to end
+    far = {t: min(abs(gaps[t][1] - bach), abs(gaps[t][2] - bach)) if t not in inside else 0.0 for t in out}
+    near = max(abs(gaps[closest][1] - bach), abs(gaps[closest][2] - bach))
+    if all(near < far[t] for t in out if t != closest):
+        print(f"closest to Bach: temperature {closest}, whatever the samples within their intervals")
+    else:
+        print(f"nearest on these samples: temperature {closest}, but the intervals overlap: "
+              f"{n_samples} samples of {n_steps} steps do not rank the temperatures")
     return out
 
 

@@ -5,6 +5,7 @@ Notebook: notebooks/02_self_attention.ipynb
 from __future__ import annotations
 
 import math
+import textwrap
 
 import torch
 import torch.nn as nn
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from ...io.data import Splits, load_data
 from ...io.tokens import VOICES
 from ...models.fill import all_steps, fill_logits
+from .ch0 import same_voice_nll
 
 __all__ = ["exercise_2_1", "exercise_2_2", "exercise_2_3"]
 
@@ -43,7 +45,19 @@ def exercise_2_2(model: nn.Module, data: Splits | None = None) -> dict[str, floa
     steps = all_steps(data.valid)
     out = {name: _fill_nll(model, steps, v) for v, name in enumerate(VOICES)}
     print("  ".join(f"{k}: {v:.3f}" for k, v in out.items()), "(nats/note)")
-    print(f"hardest: {max(out, key=out.get)}")
+    hard = max(out, key=out.get)
+    alone = same_voice_nll(data)                     # exercise 0.2: each voice from its own previous step
+    hard0 = max(alone, key=alone.get)
+    if hard == hard0:
+        why = (f"Hardest to fill in: the {hard}, as for exercise 0.2's same-voice predictor: its notes are the "
+               f"least predictable both from its own line (exercise 0.2) and from the other three voices of the "
+               f"step (this model).")
+    else:
+        why = (f"Hardest to fill in: the {hard}; exercise 0.2's same-voice predictor found the {hard0} hardest. "
+               f"They measure different things: that predictor sees only the voice's own previous step, where "
+               f"the {hard0} moves most; this model sees the other three voices of the same step, and the chord "
+               f"they sound pins some voices down more than others: the {hard} is the one they leave most open.")
+    print(textwrap.fill(why, 88))
     return out
 
 

@@ -115,17 +115,18 @@ def exercise_4_2(n_embd: int = 128, n_heads: int = 8, T: int = 256, seed: int = 
 
 
 @torch.no_grad()
-def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8,
+def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int | None = None,
                  gain: float | None = None) -> dict[int, float]:
     """Knock out one head at a time (zero its slice before W_O) and measure the valid NLL it costs.
 
-    ``gain``, if given, is what four heads gained over one (both with W_O), to compare with.
+    ``gain``, if given, is what the heads gained over one head (both with W_O) on the whole validation split;
+    the costs are measured on the same pieces (``pieces`` None: all of them), so that the two compare.
     """
     data = data or load_data()
     attn = model.blocks[0]                                                  # the bare attention layer
     nh, C = attn.n_heads, attn.proj.in_features
     hs = C // nh
-    valid = data.valid[:pieces]
+    valid = data.valid if pieces is None else data.valid[:pieces]
     base = evaluate_nll(model, valid)
     out = {}
     for h in range(nh):
@@ -138,27 +139,26 @@ def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int = 8,
             out[h] = evaluate_nll(model, valid) - base
         finally:
             handle.remove()
-    print(f"valid NLL on {pieces} chorales: {base:.3f} nats/token with all heads")
+    print(f"valid NLL on {len(valid)} chorales: {base:.3f} nats/token with all {nh} heads")
     for h, d in out.items():
         print(f"  without head {h + 1}: {d:+.3f}")
     cheapest = min(out.values())
     if gain is not None:
-        print(f"the cheapest head costs {cheapest:+.3f}; four heads gained {gain:+.3f} over one")
+        print(f"the cheapest head costs {cheapest:+.3f}; {nh} heads gained {gain:+.3f} over one")
     if gain is not None and cheapest > gain:
-        text = ("Every head costs more than the whole gain of four heads over one, so no head is redundant "
-                "here. And the two numbers measure different things: a model trained with four heads "
-                "has learned to rely on all four, and W_O reads their outputs together; zeroing one "
-                "leaves it with an input it never saw. Removal measures how much this trained model "
-                "depends on a head, not what the head is worth. Michel et al. (2019) found many "
-                f"heads that can be removed from much larger models; at {nh} heads of {hs} features, "
-                "none can.")
+        text = (f"Removing any one head costs more than the whole gain of {nh} heads over one: this trained "
+                "model depends on every head. That is not what a head is worth. A model trained with "
+                f"{nh} heads has learned to rely on all of them, and W_O reads their outputs together, so "
+                "zeroing one leaves it with an input it never saw; what a head is worth is what a model "
+                "trained without it would lose, and the gain above says that is small. Michel et al. (2019) "
+                "removed many heads from much larger trained models at little cost; in this small one, "
+                "with heads of {hs} features, no head can be removed so.".replace("{hs}", str(hs)))
     elif cheapest < 0.01:
-        text = ("At least one head costs almost nothing when removed: it is redundant in this trained "
-                "model, as Michel et al. (2019) found for many heads of larger models.")
+        text = ("At least one head costs almost nothing when removed: this trained model does not depend on "
+                "it, as Michel et al. (2019) found for many heads of larger models.")
     else:
-        text = ("Every head costs something when removed: none is redundant in this trained model. "
-                "Removal measures how much the model depends on a head, not what a model trained "
-                "without it would lose.")
+        text = ("Every head costs something when removed: this trained model depends on each. Removal "
+                "measures that dependence, not what a model trained without the head would lose.")
     print(textwrap.fill(text, 88))
     return out
 

@@ -4,6 +4,8 @@ Notebook: notebooks/05_blocks.ipynb
 """
 from __future__ import annotations
 
+import textwrap
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -94,6 +96,16 @@ def exercise_5_3(widths=(64, 192, 512), n_layers: int = 4, vocab_size: int = 54)
         out[C] = {k: v / total for k, v in parts.items()}
         print(f"{C:5d}   " + "  ".join(f"{out[C][k]:10.1%}" for k in parts) + f"  {total:10,d}")
     print("Inside a block the feed-forward holds 8C^2 of the 12C^2 weights: two thirds, any width.")
+    # why the embedding and read-out shrink: they hold about 2VC weights, the blocks about 12 L C^2, so their
+    # share is about 1 / (1 + 6 L C / V): it falls as C grows
+    approx = {C: 1 / (1 + 6 * n_layers * C / vocab_size) for C in widths}
+    print(textwrap.fill(
+        f"Why the last share shrinks: the embedding and the read-out hold V x C weights each (V = {vocab_size}), "
+        f"so they grow with C, while the blocks grow with C^2. Their share is about 2VC / (2VC + 12LC^2) = "
+        f"1 / (1 + 6LC/V), which falls as the width grows: " + ", ".join(f"{approx[C]:.1%} at C = {C}" for C in widths)
+        + " (measured: " + ", ".join(f"{out[C]['embed+readout']:.1%}" for C in widths) + ").", 88))
+    for C in widths:
+        assert abs(approx[C] - out[C]["embed+readout"]) < 0.01     # the formula explains the shares
     return out
 
 
