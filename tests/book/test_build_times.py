@@ -11,7 +11,7 @@ def test_the_guides_table_is_made_from_the_record_and_the_budget():
     """Every chapter measured in the recorded builds on a named machine, each saying what ran beside it; the
     guide shows exactly the table that the record and ``chapter_minutes("gpu")`` make."""
     builds = json.loads(bt.RECORD.read_text())
-    assert builds and all(b["note"] for b in builds)
+    assert len(builds) >= 2 and all(b["note"] for b in builds)                 # the issue asked for two
     assert all(set(b["chapters"]) == set(STEMS) and b["machine"] and b["commit"] for b in builds)
     assert bt.table(builds) in bt.GUIDE.read_text(), "run python -m scripts.build_times --guide"
 
