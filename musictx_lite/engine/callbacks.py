@@ -3,8 +3,8 @@ weights kept, a progress bar, and a function called after each step. Each is a c
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (the loop that calls them); book/using.md (resuming a run).
 
-``train`` fires five events, in this order within a step, and each callback answers those it has a
-method for (minGPT's ``Trainer.add_callback`` is the model):
+``train`` fires these events, and each callback answers those it has a method for (minGPT's
+``Trainer.add_callback`` is the model); within a step, ``eval`` comes before ``step``:
 
 - ``start(run)``: once, before the first step (a checkpoint in the run directory is loaded here);
 - ``eval(run)``: after each evaluation, whose NLL is ``run.hist.valid_nll[-1]``;
@@ -12,8 +12,8 @@ method for (minGPT's ``Trainer.add_callback`` is the model):
 - ``interrupt(run)``: on Ctrl-C, before it propagates;
 - ``end(run)``: once, after the last step (not after an error).
 
-``close(run)`` runs in every case, as a ``finally``. The callbacks share the run's state (``Run``):
-none of them knows another.
+and ``close(run)`` in every case, as a ``finally``. The callbacks share the run's state (``Run``): none
+of them knows another.
 """
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ def standard(run, out_dir=None, progress: bool = True, on_step=None, *more) -> C
         Progress(cfg.max_steps) if progress and run.world.main else None,
         OnStep(on_step) if on_step is not None else None,
         *more,
+        Interrupted(),
     )
 
 
@@ -100,6 +101,8 @@ class Checkpoints:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             self._resume(run)
+        else:
+            run.kept = f"no checkpoint was written yet ({self.path})"
         self.rngs = run.rng_state()
 
     def step(self, run, loss: float) -> None:
@@ -108,13 +111,12 @@ class Checkpoints:
             self._save(run)
 
     def interrupt(self, run) -> None:
-        if run.world.size > 1:    # the other ranks may be anywhere in the step: no collective now
-            step = read_checkpoint(self.path)["step"] if self.path.exists() else None
-            _say(f"interrupted at step {run.step}" + (f"; resume from {self.path} (step {step})"
-                                                       if run.world.main else ""))
-        else:
+        if run.world.size == 1:
             self._save(run)                                           # the state after the last complete step
-            _say(f"interrupted at step {run.step}; resume from {self.path}")
+            run.resume_from = f"; resume from {self.path}"
+        elif run.world.main:      # the other ranks may be anywhere in the step: no collective, no save now
+            step = read_checkpoint(self.path)["step"] if self.path.exists() else None
+            run.resume_from = f"; resume from {self.path} (step {step})"
 
     def _save(self, run) -> None:
         rngs = run.world.gather(self.rngs)
@@ -172,6 +174,13 @@ class Progress:
     def close(self, run) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class Interrupted:
+    """On Ctrl-C, one line: the step reached, and where to resume from (``Checkpoints`` says)."""
+
+    def interrupt(self, run) -> None:
+        _say(f"interrupted at step {run.step}{run.resume_from}")
 
 
 class OnStep:

@@ -234,6 +234,7 @@ class Run:
         self.autocast, self.scaler = amp(self.device, cfg.cpu_bf16)
         self.hist, self.step, self.best = History(), 0, None     # best: weights at hist.best_step (keep_best)
         self.kept = "no checkpoint was written (no out_dir)"      # what a failed run leaves (callbacks)
+        self.resume_from = ""                                       # where an interrupted run resumes
         self._t0 = None
 
     @functools.cached_property
@@ -253,7 +254,9 @@ class Run:
         return self.task.evaluate(self.model, self.data.valid if n is None else self.data.valid[:n])
 
     def start_clock(self) -> None:
-        """Start counting training seconds, from those of the History (a resumed run's earlier sessions)."""
+        """Start counting training seconds, from those of the History (a resumed run's earlier sessions); the
+        model is wrapped for several ranks first, whose set-up (a broadcast of the weights) is not training."""
+        self.net
         self._t0 = time.perf_counter() - self.hist.seconds
 
     def seconds(self) -> float:

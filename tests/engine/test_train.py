@@ -424,3 +424,30 @@ def test_throughput_leaves_the_warm_up_out(chorales):
     h = train(build_model("lstm", SMALL), chorales, cfg(max_steps=20, eval_every=20), progress=False)
     per_step = h.tokens / len(h.step)
     assert h.warm_tokens == pytest.approx(4 * per_step, rel=0.5) and 0 < h.warm_seconds < h.seconds
+
+
+def test_an_interrupted_run_says_where_it_stopped_with_or_without_a_run_directory(chorales, tmp_path, capsys):
+    def stop(step, loss):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    for out_dir, tail in ((None, ""), (tmp_path / "run", f"; resume from {tmp_path / 'run' / 'ckpt.pt'}")):
+        torch.manual_seed(0)
+        with pytest.raises(KeyboardInterrupt):
+            train(build_model("lstm", SMALL), chorales, cfg(), out_dir=out_dir, progress=False, on_step=stop)
+        assert capsys.readouterr().out.strip().splitlines()[-1] == f"interrupted at step 3{tail}"
+
+
+def test_a_nan_before_the_first_checkpoint_says_none_was_written_yet(chorales, tmp_path):
+    torch.manual_seed(0)
+    m = build_model("lstm", SMALL)
+
+    def poison(step, loss):
+        if step == 2:
+            with torch.no_grad():
+                m.readout.bias.fill_(float("nan"))
+
+    with pytest.raises(FloatingPointError, match=r"loss is nan at step 2; training stopped and no checkpoint "
+                                                 r"was written yet"):
+        train(m, chorales, cfg(), out_dir=tmp_path, progress=False, on_step=poison)
+    assert not (tmp_path / "ckpt.pt").exists()
