@@ -86,8 +86,9 @@ def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1
     if all(near < far[t] for t in out if t != closest):
         print(f"closest to Bach: temperature {closest}, whatever the samples within their intervals")
     else:
-        print(f"nearest on these samples: temperature {closest}, but the intervals overlap: "
-              f"{n_samples} samples of {n_steps} steps do not rank the temperatures")
+        print(f"nearest on these samples: temperature {closest}; but within the intervals another "
+              f"temperature could lie as near to Bach's rate: {n_samples} samples of {n_steps} steps "
+              f"do not rank them")
     return out
 
 

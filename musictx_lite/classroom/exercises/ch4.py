@@ -149,8 +149,9 @@ def exercise_4_3(model: nn.Module, data: Splits | None = None, pieces: int | Non
         text = (f"Removing any one head costs more than the whole gain of {nh} heads over one: this trained "
                 "model depends on every head. That is not what a head is worth. A model trained with "
                 f"{nh} heads has learned to rely on all of them, and W_O reads their outputs together, so "
-                "zeroing one leaves it with an input it never saw; what a head is worth is what a model "
-                "trained without it would lose, and the gain above says that is small. Michel et al. (2019) "
+                "zeroing one leaves it with an input it never saw. What a head is worth is what a model "
+                f"trained without it would lose: {nh} heads against {nh - 1}, which neither number measures "
+                f"({nh} heads against one is the gain). Michel et al. (2019) "
                 "removed many heads from much larger trained models at little cost; in this small one, "
                 "with heads of {hs} features, no head can be removed so.".replace("{hs}", str(hs)))
     elif cheapest < 0.01:
