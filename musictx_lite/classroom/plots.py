@@ -134,7 +134,7 @@ def images_without_colorbar(fig) -> list:
 
 QUARTERS_PER_BAR = 4                    # the chorales' 4/4 bars (the data holds no other metre)
 # chapter 0's baselines look the same in every chapter's figures: shades of grey, one dash pattern each
-BASELINE_STYLE = [("0.55", (0, (1, 1.5))), ("0.35", (0, (5, 2))), ("0.15", (0, (5, 2, 1, 2)))]
+BASELINE_STYLE = [("0.55", (0, (1, 1.5))), ("0.35", (0, (5, 2))), ("0.15", (0, (5, 2, 1, 2))), ("0.0", (0, (9, 3)))]
 
 
 def baseline_lines(ax, baselines: dict[str, float] | None, top: float | None = None) -> None:

@@ -1,8 +1,8 @@
-"""Baselines every model must beat: unigram, n-gram, and "same voice, previous step".
+"""Baselines every model must beat: unigram, n-gram, "same voice, previous step" and the two-token table.
 
 Notebook: notebooks/00_music_as_tokens.ipynb
 
-All three are proper distributions over the vocabulary, fitted on the train
+All four are proper distributions over the vocabulary, fitted on the train
 tokens and scored as NLL in nats per token on the same targets as the neural
 models (every token after BOS).
 """
@@ -191,6 +191,60 @@ class SameVoice:
         return self._nll([np.asarray(s) for s in _seqs(pieces)], self.alpha)
 
 
+class TwoTokens:
+    """P(x_t | x_{t-4}, x_{t-1}): melody and harmony, backed off to the same-voice table.
+
+    x_{t-4} is the same voice one step earlier (melody); x_{t-1} is the token just
+    before, for the alto, tenor and bass the voice above at the same step
+    (harmony), for the soprano the bass of the previous step. The (V, V, V) table
+    of counts is smoothed towards ``SameVoice``'s P(x_t | x_{t-4}) with a
+    pseudo-count ``alpha``, fitted like ``SameVoice``'s (counted on one half of
+    train, scored on the other):
+
+        p(x_t | x_{t-4}, x_{t-1}) = (c(x_{t-4}, x_{t-1}, x_t) + alpha p(x_t | x_{t-4}))
+                                    / (c(x_{t-4}, x_{t-1}) + alpha).
+
+    The first step of a piece (no token 4 back) uses the unigram, as ``SameVoice`` does.
+    """
+
+    def __init__(self, vocab_size: int = VOCAB_SIZE):
+        self.V = vocab_size
+
+    def _count(self, seqs) -> np.ndarray:
+        counts = np.zeros((self.V, self.V, self.V))
+        for s in seqs:
+            np.add.at(counts, (s[1:-4], s[4:-1], s[5:]), 1)           # (x_{t-4}, x_{t-1}, x_t)
+        return counts
+
+    def fit(self, pieces: list[Piece]) -> "TwoTokens":
+        seqs = [np.asarray(s) for s in _seqs(pieces)]
+        self.same = SameVoice(self.V).fit(pieces)
+        half, other = seqs[1::2], seqs[::2]
+        fit_counts, fit_back = self._count(half), self.same._table(self.same.alpha, half)
+        self.alpha = min((0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0),
+                         key=lambda a: self._token_nll(other, a, fit_counts, fit_back).mean())
+        self.counts, self.back = self._count(seqs), self.same._table(self.same.alpha)
+        return self
+
+    def _token_nll(self, seqs, alpha: float, counts: np.ndarray, back: np.ndarray) -> np.ndarray:
+        """The NLL of every target token of ``seqs``, concatenated piece by piece; target i of a piece is voice
+        i mod 4."""
+        out = []
+        for s in seqs:
+            y, prev4, prev1 = s[5:], s[1:-4], s[4:-1]
+            c = counts[prev4, prev1]                                  # (N, V)
+            p = (c[np.arange(len(y)), y] + alpha * back[prev4, y]) / (c.sum(1) + alpha)
+            out.append(np.r_[-np.log(self.same.unigram[s[1:5]]), -np.log(p)])
+        return np.concatenate(out)
+
+    def nll(self, pieces: list[Piece]) -> float:
+        return float(self.token_nll(pieces).mean())
+
+    def token_nll(self, pieces: list[Piece]) -> np.ndarray:
+        """The NLL of every target token of ``pieces`` (every token after BOS), in order."""
+        return self._token_nll([np.asarray(s) for s in _seqs(pieces)], self.alpha, self.counts, self.back)
+
+
 class FillNeighbours:
     """Chapter 2's context baseline: the hidden note of a step from its neighbouring voices.
 
@@ -259,8 +313,13 @@ class FillNeighbours:
 
 
 def baseline_nlls(data, orders=range(4, 8)) -> dict[str, float]:
-    """Chapter 0's bar, on ``data.valid``: unigram, the best n-gram of ``orders``, and same voice."""
+    """Chapter 0's bar, on ``data.valid``: unigram, the best n-gram of ``orders``, same voice, and the
+    two-token table."""
     ngram = {n: NGram(n).fit(data.train).nll(data.valid) for n in orders}
     best = min(ngram, key=ngram.get)
     return {"unigram": NGram(1).fit(data.train).nll(data.valid), f"{best}-gram": ngram[best],
-            "same voice": SameVoice().fit(data.train).nll(data.valid)}
+            "same voice": SameVoice().fit(data.train).nll(data.valid),
+            TWO_TOKENS: TwoTokens().fit(data.train).nll(data.valid)}
+
+
+TWO_TOKENS = "two tokens"                       # the two-token table's name in the baselines' table

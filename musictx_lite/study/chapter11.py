@@ -84,3 +84,249 @@ def prompts(data: Splits) -> str:
             "four bars. It trained on the official split's chorales, another selection of the same Bach "
             "chorales, so it has probably seen some of these: the continuations below are not of music held "
             "out of its training.")
+
+
+def _at_share(curve: dict, share: float = 0.75) -> float:
+    """The last validation NLL of ``curve`` at or before ``share`` of its steps."""
+    return [v for st, v in zip(curve["eval_step"], curve["valid_nll"]) if st <= share * curve["eval_step"][-1]][-1]
+
+
+def _ticks(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def paper_reading(rec: dict[str, dict], recipe: dict, recipe_steps: int) -> tuple[str, str]:
+    """The shipped models read against the paper: what the cell prints, and the passage under it.
+
+    ``rec`` holds the shipped models' records by name (``relative``, ``sinusoidal`` and ``relative-voice`` at
+    least); ``recipe`` is relative attention's record by the recipe alone (``hub.recipe_record``), the like
+    for like of the others where the shipped ``relative`` was distilled; ``recipe_steps`` is the recipe's.
+    """
+    from .reproduce import BEST_TARGET, PAPER, TARGET
+
+    paper = dict(PAPER)
+    p_abs, p_rel = paper["Transformer, absolute positions"], paper["Transformer, relative attention"]
+    rel, ab, voice = (rec[n]["valid_nll"] for n in ("relative", "sinusoidal", "relative-voice"))
+    plain = recipe["valid_nll"]
+    distilled = bool(rec["relative"]["train_config"].get("teachers"))
+    reached = rel <= TARGET
+    steps = {n: r["steps"] for n, r in rec.items()}
+    falling = [n for n, r in rec.items() if r["best_step"] == r["steps"]]
+    gain = _at_share(recipe["curve"]) - recipe["curve"]["valid_nll"][-1]
+    best_name = min(rec, key=lambda n: rec[n]["valid_nll"])
+    best, b_curve = rec[best_name]["valid_nll"], rec[best_name]["curve"]
+    b_gain = _at_share(b_curve) - min(b_curve["valid_nll"])
+    b_mean = rec[best_name].get("teachers_valid_nll")
+    printed = "\n".join([
+        f"relative attention: valid {rel:.3f}, the paper's best model {TARGET}: "
+        + (f"below it by {TARGET - rel:.3f}" if reached else f"not reached ({rel - TARGET:.3f} above)"),
+        f"absolute positions: valid {ab:.3f}, {ab - plain:+.3f} against relative attention by the same recipe "
+        f"(the paper: {p_abs - p_rel:+.3f})",
+        f"voice embedding: valid {voice:.3f}, {voice - plain:+.3f} against relative attention by the same recipe",
+        f"training steps: {steps}",
+        f"at their best at their last evaluation: {', '.join(falling) or 'none'}",
+        f"relative, the recipe alone: valid NLL {_at_share(recipe['curve']):.4f} at three quarters of its steps, "
+        f"{recipe['curve']['valid_nll'][-1]:.4f} at the end ({gain:.4f} gained)",
+        f"best shipped model: {best_name}, valid {best:.4f}; the book's target for it, {BEST_TARGET}: "
+        + ("reached" if best <= BEST_TARGET else f"not reached ({best - BEST_TARGET:.4f} above)"),
+        f"  gained {b_gain:.4f} over its last quarter of steps"
+        + (f"; its teachers' mean prediction: {b_mean:.4f}" if b_mean else "")])
+    if reached:
+        head = ("Relative attention, with no other change to the architecture"
+                + (", distilled from its teachers," if distilled else "")
+                + f" scores {rel:.3f}, {TARGET - rel:.3f} below the paper's best JSB model ({TARGET}). That is one "
+                "trained model against the paper's reported number, with no interval on either: a margin this "
+                "small says that the book's model reaches the paper's level, not that it beats it. ")
+    else:
+        head = f"The target is not reached: {rel:.3f}, {rel - TARGET:.3f} above {TARGET}. "
+    other = [n for n in steps if steps[n] != recipe_steps]
+    if not other:
+        budget = f"All of them trained for the recipe's {recipe_steps:,} steps. "
+    else:
+        budget = (f"All of them trained for the recipe's {recipe_steps:,} steps except "
+                  + " and ".join(f"`{n}` {steps[n]:,}" for n in other) + ": read each row at its own budget"
+                  + (" (the student's steps are discussed with distillation above). "
+                     if other == ["relative"] and distilled else ". "))
+    if falling:
+        late = (f"Still at its best at its last evaluation: {', '.join(falling)}; more steps might help, though "
+                f"the recipe's relative model gained only {gain:.4f} nats over its last quarter of training.")
+    else:
+        late = "Every model passed its best before its last evaluation."
+    if best <= BEST_TARGET:
+        second = (f" The book's second target, {BEST_TARGET} for its best shipped model, is reached by "
+                  f"`{best_name}`: {best:.3f}.")
+    else:
+        second = (f" The book's second target, {BEST_TARGET} for its best shipped model, is not reached: "
+                  f"`{best_name}` scores {best:.3f}, {best - BEST_TARGET:.3f} above it. Its valid NLL gained "
+                  f"{b_gain:.4f} nats over its last quarter of steps, "
+                  + ("less than that gap" if b_gain < best - BEST_TARGET else "as much as that gap")
+                  + (f"; its teachers' mean prediction scores {b_mean:.3f}, below the target, and the student "
+                     "keeps only part of that gain (the distillation section prints how much): keeping more of "
+                     "it, with more teachers or a student trained for longer still, is a way on that this book "
+                     "has not tried." if b_mean and b_mean <= BEST_TARGET else "."))
+    return printed, head + budget + late + second
+
+
+def file_header(res: dict, recipe_steps: int) -> str:
+    """Where the comparison over seeds (``compare.json``) comes from: the command, the machine, the budget."""
+    steps = sorted({r["steps"] for runs in res["models"].values() for r in runs})
+    verb = "exported" if "ledger" in res else "recorded"              # a ledger: runs made elsewhere
+    lines = [f"{verb} by `{res['command'].split(' --note ')[0]}`",
+             f"  on {res['device']}, {res['date']} (not this build): {'/'.join(map(str, steps))} steps, "
+             f"seeds {res['seeds']}"]
+    if "note" in res:
+        lines.append(f"  note: {res['note']}")
+    if "ledger" in res:                    # runs trained by several processes or sessions, into a ledger
+        led = res["ledger"]
+        lines.append(f"  its {led['runs']} runs trained on {' and '.join(led['device'])}, in "
+                     f"{' and '.join(led['precision'])}, from {led['first']} to {led['last']}, by "
+                     f"{len(led['commit'])} commit(s); the ledger checked that their code was the same")
+    if max(steps) < 3000:
+        lines.append(f"  fewer steps than the 3,000 of the command above: a longer sprint over seeds, "
+                     f"{max(steps) / recipe_steps:.0%} of the recipe's budget")
+    return "\n".join(lines)
+
+
+def seeds_reading(real: list[dict], n_seeds: int, pieces: tuple[float, float, float], sprint: dict[str, float],
+                  data: Splits) -> str:
+    """The comparison over seeds read: who leads, whether the seeds and the pieces rank the first two, and how
+    the ranks moved from the sprint.
+
+    ``real`` is ``compare.seed_ranking`` of the file (best mean first, with ``tied``); ``pieces`` the paired
+    bootstrap of the first two over the valid pieces (difference, low, high); ``sprint`` the sprint's valid
+    NLL by model.
+    """
+    a, b = real[0], real[1]
+    diff, lo, hi = pieces
+    resolved = lo > 0 or hi < 0
+    tied = [r["name"] for r in real if r["tied"]]
+    real_rank = {r["name"]: i + 1 for i, r in enumerate(real)}
+    sprint_rank = {n: i + 1 for i, n in enumerate(sorted(sprint, key=sprint.get))}
+    moved = [n for n in sorted(real_rank, key=lambda n: real_rank[n] - sprint_rank[n])
+             if abs(real_rank[n] - sprint_rank[n]) >= 4]
+    text = f"In this file `{a['name']}` has the lowest mean validation NLL. "
+    if len(tied) > 1:
+        text += (f"The seeds' intervals of {_ticks(tied[1:])} overlap its own: {n_seeds} seeds do not rank these "
+                 f"{len(tied)} models. ")
+    else:
+        text += "No other model's interval over seeds overlaps its own. "
+    text += (f"Over the pieces, `{a['name']}` and `{b['name']}` differ by {diff:+.3f} nats per token, and the "
+             "interval printed above "
+             + ("is clear of zero: the pieces resolve it" if resolved else "holds zero: the pieces do not resolve it"))
+    if b["tied"]:
+        text += ("; the seeds' intervals overlap, though, so this file does not rank the two (exercise 11.1). "
+                 if resolved else "; nor do the seeds, whose intervals overlap (exercise 11.1). ")
+    else:
+        text += ("; the seeds' intervals are apart too. " if resolved else
+                 "; the seeds' intervals are apart, though: the seeds rank them, the pieces do not (exercise 11.1). ")
+    text += (sprint_against_file(data) + " By mean, from the sprint at the top of the chapter to this file"
+             + (" (whose LSTMs are larger)" if {"lstm", "lstm-attention"} & set(moved) else "") + ", "
+             + ("; ".join(f"`{n}` moves from rank {sprint_rank[n]} to {real_rank[n]}" for n in moved)
+                if moved else "no model moves 4 places or more") + ".")
+    if any(real_rank[n] > sprint_rank[n] for n in moved if n.startswith("fnet")):
+        text += (" The causal mixers of chapter 10 fall back: a fixed weight per offset (per pair of positions, "
+                 "for the matrix) is what this music needs first, so they lead a sprint, but it is the same "
+                 "whatever the notes are, while attention, once it has learnt its offsets, weighs them by the "
+                 "notes too. That is our reading; the file shows the fall, not its cause.")
+    return text
+
+
+def interval_order(at: dict[str, dict], a: str, b: str) -> int:
+    """-1: ``a`` ahead of ``b`` with their intervals over seeds apart, 1: behind, 0: the intervals overlap."""
+    if at[a]["high"] < at[b]["low"]:
+        return -1
+    return 1 if at[a]["low"] > at[b]["high"] else 0
+
+
+def families_reading(res: dict, real: list[dict], sprint: dict[str, float], groups: dict[str, list[str]],
+                     lstm_size: tuple[int, int], layers: int, data: Splits) -> tuple[str, str]:
+    """The comparison over seeds read by families of models: what the cell prints, and the passage.
+
+    ``groups`` names the models ``offsets`` (those that can weigh a token by its offset), ``one`` and ``deep``
+    (without positions: one layer, and stacks of ``layers`` blocks), ``absolute`` and ``lstms``;
+    ``lstm_size`` is the file's LSTMs' (layers, units); ``sprint`` the sprint's valid NLL by model.
+    """
+    at = {r["name"]: r for r in real}
+    offsets, one, deep, absolute, lstms = (groups[k] for k in ("offsets", "one", "deep", "absolute", "lstms"))
+    runs = [run for rs in res["models"].values() for run in rs]
+    still = float(sum(run["best_step"] == run["steps"] for run in runs) / len(runs))
+    where: dict[str, tuple[int, float]] = {}                          # device -> (runs, hours)
+    for run in runs:
+        dev = run.get("made", {}).get("device", res["device"])
+        n, h = where.get(dev, (0, 0.0))
+        where[dev] = (n + 1, h + run["seconds"] / 3600)
+    best_deep = min(deep, key=lambda n: at[n]["mean"])
+    best_aware = min(offsets, key=lambda n: at[n]["mean"])
+    low_one = min(one, key=lambda n: at[n]["mean"])
+    gap = {"file": at[best_deep]["mean"] - at[best_aware]["mean"],
+           "sprint": min(sprint[n] for n in deep) - min(sprint[n] for n in offsets)}
+    steps = max(run["steps"] for run in runs)
+    printed = "\n".join([
+        f"the LSTMs in this file: {lstm_size[0]} layers of {lstm_size[1]} units",
+        "training time in the file: " + "; ".join(f"{h:.1f} h for {n} runs on {dev}"
+                                                   for dev, (n, h) in where.items()),
+        f"runs at their best at their last evaluation: {still:.0%} of {len(runs)}",
+        "mean valid NLL: " + ", ".join(f"{n} {at[n]['mean']:.3f}" for n in [*lstms, *absolute, "relative"]),
+        f"best without positions, {layers} blocks: {best_deep} {at[best_deep]['mean']:.3f}; gap to the best "
+        f"offset-aware model: file {gap['file']:.2f}, sprint {gap['sprint']:.2f}"])
+
+    if still > 0.5:
+        budget = ("the budget stopped most models while they were still learning, so the file ranks how far each "
+                  "gets in that many steps, not how good it can get. ")
+    else:
+        budget = ("most had passed their best, and early stopping kept their best weights, so the file is close "
+                  "to what each model gets at this size with the recipe. ")
+    behind = sorted(n for n in offsets if all(interval_order(at, a, n) == 1 for a in absolute))
+    if len(behind) == len(offsets):
+        positions = "Absolute positions (`sinusoidal`, `learned-positions`) trail every offset-aware model, their " \
+                    "intervals apart. "
+    else:
+        positions = (f"Absolute positions (`sinusoidal`, `learned-positions`) trail {len(behind)} of the "
+                     f"{len(offsets)} offset-aware models with the intervals apart ({_ticks(behind) or 'none'}); "
+                     "the seeds do not separate them from the rest. ")
+
+    counting = (f"Without positions, the decoders of {layers} blocks trail every offset-aware model; the better of "
+                f"them (`{best_deep}`, {at[best_deep]['mean']:.3f}) trails the best (`{best_aware}`, "
+                f"{at[best_aware]['mean']:.3f}) by {gap['file']:.2f} nats, against {gap['sprint']:.2f} in the "
+                f"sprint{sprint_data(data)}")
+    if gap["file"] < gap["sprint"]:
+        counting += (". The gap narrows from the sprint to the file, which differ in steps, width and recipe"
+                     + ("" if is_official(data) else ", and here in data") + ", so the file does not say why. "
+                     "One reading: given steps, a stack can learn positions through the causal mask, by counting "
+                     f"(chapter 4 cites the evidence); one layer cannot, and `{low_one}`, the better one-layer "
+                     f"model without positions, stays at {at[low_one]['mean']:.3f}")
+    one_pos = at["attention-positions"]["mean"]
+    passed, passed_sprint = one_pos > at[best_deep]["mean"], sprint["attention-positions"] > sprint[best_deep]
+    if passed:
+        counting += (f". `{best_deep}` also passes the one attention layer *with* positions (`attention-positions`, "
+                     f"{one_pos:.3f})" + (", as in the sprint. " if passed_sprint else ", the reverse of the sprint. "))
+    else:
+        counting += (f". The one attention layer *with* positions (`attention-positions`, {one_pos:.3f}) is still "
+                     f"ahead of `{best_deep}`" + (", the reverse of the sprint. " if passed_sprint
+                                                  else ", as in the sprint. "))
+
+    # ALiBi knows distance only as "nearer counts more", the same in every layer
+    alibi_behind = all(interval_order(at, "alibi", n) == 1 for n in offsets)
+    alibi_level = [n for n in absolute if interval_order(at, "alibi", n) == 0]
+    alibi = (f"ALiBi (`alibi`, {at['alibi']['mean']:.3f}) "
+             + ("trails every offset-aware model, its interval apart, " if alibi_behind else
+                "does not trail every offset-aware model with its interval apart, ")
+             + (f"level with {' and '.join(f'`{n}`' for n in alibi_level)}. " if alibi_level else
+                "and its interval is apart from both absolute models'. "))
+    if alibi_behind:
+        alibi += ("Its bias falls with distance in every head: by position alone it can prefer 1 token back to 4, "
+                  "never 4 to 1, and the same voice one step earlier is 4 back, so the notes' content must do the "
+                  "rest, as it must for absolute positions. Whether it catches up with more steps, this budget "
+                  "cannot say. ")
+
+    lstm_ahead = max(at[n]["mean"] for n in lstms) < min(at[n]["mean"] for n in absolute)
+    vs_rel = interval_order(at, "lstm-attention", "relative")
+    tell = ["ahead of", "level with (the seeds' intervals overlap)", "behind"][vs_rel + 1]
+    recurrent = (f"The LSTMs, at {lstm_size[0]} layers of {lstm_size[1]}, land "
+                 + ("ahead of" if lstm_ahead else "not ahead of")
+                 + f" both models with absolute positions, and the LSTM with attention lands {tell} the Music "
+                 "Transformer's relative attention" + (": against this book's story (read on)." if vs_rel == -1
+                                                        else "."))
+    text = (f"{still:.0%} of the runs were still at their best at their last evaluation, at {steps:,} steps: "
+            + budget + positions + counting + alibi + recurrent)
+    return printed, text

@@ -6,7 +6,7 @@ import pytest
 
 from musictx_lite.io.data import Piece
 from musictx_lite.io.tokens import BOS, HOLD, MASK, PAD, REST, VOCAB_SIZE, decode, encode
-from musictx_lite.study.baselines import NGram, SameVoice, _discounts
+from musictx_lite.study.baselines import NGram, SameVoice, TwoTokens, _discounts
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +172,46 @@ def test_baseline_nlls_is_chapter_0s_table(fitted, chorales):
 
     ngrams, sv = fitted
     table = baseline_nlls(chorales, orders=(1, 3))
-    assert list(table) == ["unigram", "3-gram", "same voice"]
+    assert list(table) == ["unigram", "3-gram", "same voice", "two tokens"]
     assert table["3-gram"] == pytest.approx(ngrams[3].nll(chorales.valid))
     assert table["same voice"] == pytest.approx(sv.nll(chorales.valid))
+    assert table["two tokens"] == pytest.approx(TwoTokens().fit(chorales.train).nll(chorales.valid))
+
+
+@pytest.fixture(scope="module")
+def two_tokens(chorales):
+    return TwoTokens().fit(chorales.train)
+
+
+def test_two_tokens_matches_its_formula_token_by_token(two_tokens, chorales):
+    """Every target's probability, from the counts written out by hand: (c(a, b, w) + alpha p(w | a)) /
+    (c(a, b) + alpha), with p(w | a) the same-voice table and the unigram for the first step."""
+    m, seqs = two_tokens, [encode(p.pitches).tolist() for p in chorales.train]
+    triples, pairs = Counter(), Counter()
+    for s in seqs:
+        for t in range(5, len(s)):
+            triples[s[t - 4], s[t - 1], s[t]] += 1
+            pairs[s[t - 4], s[t - 1]] += 1
+    back = m.same._table(m.same.alpha)
+    for piece in chorales.valid[:3]:
+        s, got = encode(piece.pitches).tolist(), m.token_nll([piece])
+        want = [-math.log(m.same.unigram[w]) for w in s[1:5]]
+        want += [-math.log((triples[s[t - 4], s[t - 1], s[t]] + m.alpha * back[s[t - 4], s[t]])
+                           / (pairs[s[t - 4], s[t - 1]] + m.alpha)) for t in range(5, len(s))]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_two_tokens_is_a_distribution_fitted_on_train_and_beats_the_other_baselines(two_tokens, fitted,
+                                                                                      chorales):
+    m, (ngrams, sv) = two_tokens, fitted
+    for a, b in [(20, 20), (30, 25), (2, 2)]:                    # seen, and surely unseen, pairs
+        c = m.counts[a, b]
+        p = (c + m.alpha * m.back[a]) / (c.sum() + m.alpha)
+        assert p.sum() == pytest.approx(1.0, abs=1e-9) and (p > 0).all()
+    assert m.alpha in (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+    nll = m.nll(chorales.valid)
+    assert nll < sv.nll(chorales.valid) - 0.05 and nll < ngrams[3].nll(chorales.valid)
+    # the alpha chosen on train halves is no worse on valid than either end of the grid by much
+    ends = [m._token_nll([np.asarray(encode(p.pitches)) for p in chorales.valid], a, m.counts,
+                          m.back).mean() for a in (0.1, 100.0)]
+    assert nll <= min(ends) + 0.01

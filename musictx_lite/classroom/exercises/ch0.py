@@ -10,8 +10,8 @@ import numpy as np
 
 from ...io.data import Splits, load_data
 from ...io.stats import voice_stats
-from ...io.tokens import VOCAB_SIZE, VOICES, encode
-from ...study.baselines import SameVoice
+from ...io.tokens import VOICES, encode
+from ...study.baselines import SameVoice, TwoTokens
 
 
 def exercise_0_1(data: Splits | None = None) -> float:
@@ -71,36 +71,28 @@ def exercise_0_2(data: Splits | None = None) -> dict[str, float]:
     return out
 
 
-def exercise_0_3(data: Splits | None = None, alpha: float = 0.5) -> float:
-    """Melody and harmony together: P(x_t | x_{t-4}, x_{t-1}), backed off to the same-voice table.
+def exercise_0_3(data: Splits | None = None) -> dict[str, tuple[float, float]]:
+    """Melody and harmony, voice by voice: the valid NLL of ``SameVoice`` and of ``TwoTokens`` per voice.
 
     x_{t-4} is the voice's previous step (melody). x_{t-1} is the token just
     before: for the alto, tenor and bass the voice above at the same step
-    (harmony), for the soprano the bass of the previous step. Returns the valid
-    NLL, and prints it per voice next to ``SameVoice``'s.
+    (harmony), for the soprano the bass of the previous step. Returns, per voice,
+    (same voice, two tokens) in nats per token.
     """
     data = data or load_data()
-    sv = SameVoice().fit(data.train)
-    back = sv._table(sv.alpha)                                   # (V, V): P(x_t | x_{t-4})
-    counts = np.zeros((VOCAB_SIZE, VOCAB_SIZE, VOCAB_SIZE))
-    for p in data.train:
-        s = encode(p.pitches)
-        np.add.at(counts, (s[1:-4], s[4:-1], s[5:]), 1)           # (x_{t-4}, x_{t-1}, x_t)
-    pair, alone = {v: [] for v in VOICES}, {v: [] for v in VOICES}
-    for p in data.valid:
-        s = encode(p.pitches)
-        y, prev4, prev1 = s[5:], s[1:-4], s[4:-1]
-        c = counts[prev4, prev1]                                  # (N, V)
-        prob = (c[np.arange(len(y)), y] + alpha * back[prev4, y]) / (c.sum(1) + alpha)
-        first = -np.log(sv.unigram[s[1:5]])                       # the first step: no token 4 back
-        nll_pair = np.r_[first, -np.log(prob)]
-        nll_alone = np.r_[first, -np.log(back[prev4, y])]
-        for v, name in enumerate(VOICES):                         # target s[1 + i] is voice i mod 4
-            pair[name].append(nll_pair[v::4])
-            alone[name].append(nll_alone[v::4])
-    nll = float(np.concatenate([np.concatenate(x) for x in pair.values()]).mean())
-    print(f"P(x_t | x_t-4, x_t-1): {nll:.3f} nats/token; same voice alone: {sv.nll(data.valid):.3f}")
-    for name in VOICES:
-        a, b = np.concatenate(alone[name]).mean(), np.concatenate(pair[name]).mean()
+    two = TwoTokens().fit(data.train)
+    pair = np.concatenate([two.token_nll([p]) for p in data.valid])
+    alone = same_voice_nll(data)
+    voice = np.concatenate([np.arange(len(encode(p.pitches)) - 1) % 4 for p in data.valid])   # target i: voice i mod 4
+    out = {name: (alone[name], float(pair[voice == v].mean())) for v, name in enumerate(VOICES)}
+    print(f"two tokens: {pair.mean():.3f} nats/token; same voice alone: {two.same.nll(data.valid):.3f}")
+    for name, (a, b) in out.items():
         print(f"  {name:8s} same voice {a:.3f} -> with x_t-1 {b:.3f} ({b - a:+.3f})")
-    return nll
+    least = min(out, key=lambda k: out[k][0] - out[k][1])
+    why = f"The {least} gains least."
+    if least == "soprano":
+        why += (" Its x_t-1 is not a voice of its own chord: it is the bass of the step before, which says"
+                " little about the melody's next note. For the alto, tenor and bass, x_t-1 is the voice"
+                " just above at the same step, and a chorale's voices move in chords.")
+    print(textwrap.fill(why, 88))
+    return out
