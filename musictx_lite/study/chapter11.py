@@ -7,6 +7,8 @@ Notebook: notebooks/11_comparison.ipynb (each passage is printed by a cell whose
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..io.data import Splits
 
 
@@ -330,3 +332,119 @@ def families_reading(res: dict, real: list[dict], sprint: dict[str, float], grou
     text = (f"{still:.0%} of the runs were still at their best at their last evaluation, at {steps:,} steps: "
             + budget + positions + counting + alibi + recurrent)
     return printed, text
+
+
+def race_reading(to_base: dict[str, float]) -> tuple[str, str]:
+    """Who crossed the best baseline first, in seconds of training: what the cell prints, and its sentence.
+    ``to_base`` holds the seconds of each model that crossed it (a model that never did is absent)."""
+    first = sorted(to_base, key=to_base.get)[:3]
+    fnet = min((to_base[n] for n in ("fnet-matrix", "fnet-conv") if n in to_base), default=float("inf"))
+    other = min((v for n, v in to_base.items() if not n.startswith("fnet")), default=float("inf"))
+    printed = (f"first FNet model below the baseline after {fnet:.1f} s, first other model after {other:.1f} s"
+               .replace("after inf s", "never"))
+    text = ("In this run the first models below the baseline, in seconds, were "
+            + (_ticks(first) if first else "none") + "; "
+            + ("an FNet mixer got there first." if fnet < other else
+               "an FNet mixer was not first." if fnet < float("inf") else
+               "no FNet mixer got there in this budget."))
+    return printed, text
+
+
+def voicing_reading(times: dict[str, float], nearest: float, same_bars: float) -> str:
+    """The generated music's voice leading against Bach's: ``times`` holds the median model's rate over his for
+    parallel fifths, parallel octaves and onsets on odd 16ths; ``nearest`` is the nearest model's distance
+    from his histogram of intervals above the bass, ``same_bars`` that of his own bars of the same length."""
+    text = (f"In this run, the median model writes parallel fifths at {times['parallel_fifths']:.0f} times Bach's "
+            f"rate and parallel octaves at {times['parallel_octaves']:.0f} times, and puts "
+            f"{times['odd_16th']:.1f} times his share of its onsets on odd 16ths. ")
+    if nearest > same_bars:
+        return text + (f"No model's intervals above the bass come as close to his histogram as his own bars of "
+                       f"the same length: {nearest:.3f} at best, against {same_bars:.3f}.")
+    return text + (f"The nearest model's intervals above the bass come as close to his histogram as his own bars "
+                   f"of the same length: {nearest:.3f}, against {same_bars:.3f}.")
+
+
+def against_noise(d: float, noise: float, steps: int, what: str = "the longer context") -> str:
+    """A variant's gain ``d`` (> 0: the variant is better) in words: within ``noise``, the spread of the
+    recipe's seeds at ``steps``, or which way."""
+    if abs(d) <= noise:
+        return f"{d:+.3f}, within the {noise:.3f} by which the recipe's seeds differ at {steps:,} steps"
+    return f"{abs(d):.3f} {'in favour of' if d > 0 else 'against'} {what}"
+
+
+def context_reading(longer: float, full_gain: dict[str, dict[str, float]], noise: float, steps: int,
+                    n_seeds: int) -> str:
+    """Twice the context, and the other variants, read against the seeds' spread: ``longer`` is the mean gain of
+    the context of 512 over ``n_seeds`` seeds at ``steps``; ``full_gain`` the gain per variant and model at the
+    full budget (one seed each), ``context-512`` first."""
+    text = (f"Twice the context, at {steps:,} steps and over {n_seeds} seeds: {against_noise(longer, noise, steps)}. "
+            "At the full budget, one seed each: "
+            + "; ".join(f"`{n}` {against_noise(g, noise, steps)}" for n, g in full_gain["context-512"].items()) + ".")
+    for v, gains in full_gain.items():
+        if v != "context-512":
+            text += (f" The variant `{v}`, at the full budget: "
+                     + "; ".join(f"`{n}` {against_noise(g, noise, steps, 'the variant')}" for n, g in gains.items())
+                     + ".")
+    return text
+
+
+def precision_reading(res: dict, real: list[dict]) -> tuple[str, str | None, float, float]:
+    """Whether the file's two precisions could move its reading: the models whose seeds trained in both
+    (bfloat16 on a GPU, float32 on a CPU), the largest shift between their means, and the smallest gap
+    between two models whose intervals over seeds are apart. Returns what the cell prints, the passage (None
+    where every model trained in one precision), the largest shift and the smallest gap."""
+    at = {r["name"]: r for r in real}
+    mixed = {}
+    for name, runs in res["models"].items():
+        prec: dict[str, list[float]] = {}
+        for r in runs:
+            prec.setdefault(r.get("made", {}).get("precision", "?"), []).append(r["valid_nll"])
+        if len(prec) > 1:
+            mixed[name] = prec
+    smallest = min(abs(at[x]["mean"] - at[y]["mean"]) for x in at for y in at
+                   if x < y and interval_order(at, x, y) != 0)
+    lines = [f"{name:<13s} " + "; ".join(f"{p}: " + " ".join(f"{v:.4f}" for v in vs) for p, vs in prec.items())
+             for name, prec in mixed.items()]
+    lines.append(f"smallest gap between two models whose intervals are apart: {smallest:.4f}")
+    if not mixed:
+        return "\n".join(lines + ["every model's seeds trained in one precision"]), None, 0.0, smallest
+    shift = {n: abs(float(np.subtract(*[np.mean(v) for v in prec.values()][:2]))) for n, prec in mixed.items()}
+    worst = max(shift, key=shift.get)
+    n_runs = sum(len(v) for prec in mixed.values() for v in prec.values())
+    text = (f"{len(mixed)} model(s) have seeds in both precisions; their means differ by at most "
+            f"{shift[worst]:.4f} nats per token (`{worst}`), "
+            + (f"less than the smallest gap between two models whose intervals are apart ({smallest:.4f}). "
+               f"With {n_runs} runs this does not measure what the precision does; it shows no sign of an effect "
+               "large enough to move the reading above." if shift[worst] < smallest else
+               f"as much as the smallest gap between two models whose intervals are apart ({smallest:.4f}): "
+               "the reading above may rest on the precision, not only on the models."))
+    return "\n".join(lines), text, shift[worst], smallest
+
+
+def listening_reading(inside: list[str], apart: dict[str, str], odd_ratio: float, temperature: float) -> str:
+    """The shipped model's samples against Bach's validation set: the statistics whose intervals overlap his
+    (``inside``), those apart (``apart``: statistic -> "above" or "below"), and its rate of onsets on odd
+    16ths over his."""
+    return (f"Against Bach's whole validation set, the shipped model's interval at T = {temperature} overlaps his "
+            "for " + (", ".join(f"*{h}*" for h in inside) or "no statistic") + ", and lies apart from it for "
+            + (", ".join(f"*{h}* ({s} his)" for h, s in apart.items()) or "none")
+            + f". Its share of onsets on odd 16ths is {odd_ratio:.1f} times his. (*Above bass* is left out: a few "
+            "bars of music read high on it, as the statistics section says.)")
+
+
+def cache_reading(one: dict[int, float], ratio: dict[str, float]) -> str:
+    """What the key/value cache saved in this run: ``one`` is re-encoded over cached time for one new token at
+    each length t, ``ratio`` the cache's speed-up over a whole sample, per model."""
+    t_lo, t_hi = min(one), max(one)
+    lost = [k for k, v in ratio.items() if not v > 1]                # the cache not faster
+    costliest = min(ratio["relative"], ratio["lstm"]) > max(ratio["local"], ratio["fnet-conv"])
+    return (f"In this run one new token costs {one[t_lo]:.1f} times as much re-encoded as cached at t = {t_lo} ("
+            + ("within" if one[t_lo] < 3 else "more than") + f" a factor of three), and {one[t_hi]:.1f} times as "
+            f"much at t = {t_hi} (" + ("more than" if one[t_hi] > 10 else "not more than") + " ten cached tokens). "
+            + ("Over a whole sample the cache was faster for every model. " if not lost else
+               f"Over a whole sample the cache was not faster for {_ticks(lost)}. ")
+            + ("Summed over a sample, the cache pays most for relative attention and the LSTM, less for local "
+               "attention and the FFT convolution." if costliest else
+               "Summed over a sample, the speed-ups do not follow what re-encoding costs here: "
+               + ", ".join(f"`{k}` {v:.1f}x" for k, v in ratio.items())
+               + ". Such sums vary from run to run on shared cores: read them against the one-token ratios above."))

@@ -241,3 +241,70 @@ def test_the_families_reading_other_branches(compare_file, official):
     assert "land not ahead of both models with absolute positions" in text
     assert text.endswith("lands ahead of the Music Transformer's relative attention: against this book's story "
                          "(read on).")
+
+
+def test_the_race_reading_names_who_crossed_first():
+    printed, text = ch11.race_reading({"fnet-conv": 3.1, "fnet-matrix": 3.9, "rope": 4.6, "local": 6.5})
+    assert printed == "first FNet model below the baseline after 3.1 s, first other model after 4.6 s"
+    assert text == ("In this run the first models below the baseline, in seconds, were `fnet-conv`, "
+                    "`fnet-matrix`, `rope`; an FNet mixer got there first.")
+    printed, text = ch11.race_reading({"fnet-conv": 5.0, "rope": 4.6})
+    assert text.endswith("`rope`, `fnet-conv`; an FNet mixer was not first.")
+    printed, text = ch11.race_reading({"rope": 4.6})
+    assert "first FNet model below the baseline never" in printed
+    assert text.endswith("no FNet mixer got there in this budget.")
+    printed, text = ch11.race_reading({})                    # the two-token table can be out of reach
+    assert printed.count("never") == 2 and "were none; no FNet mixer got there" in text
+
+
+def test_the_voicing_reading_both_branches():
+    times = {"parallel_fifths": 12.4, "parallel_octaves": 30.0, "odd_16th": 2.26}
+    text = ch11.voicing_reading(times, 0.21, 0.12)
+    assert "parallel fifths at 12 times Bach's rate and parallel octaves at 30 times" in text
+    assert "2.3 times his share" in text and "No model's intervals above the bass" in text
+    assert "0.210 at best, against 0.120." in text
+    assert "The nearest model's intervals above the bass come as close" in ch11.voicing_reading(times, 0.1, 0.12)
+
+
+def test_the_context_reading_sets_every_gain_against_the_seeds_spread():
+    gains = {"context-512": {"relative": -0.004, "relative-voice": 0.02}, "width-192": {"relative": -0.05}}
+    text = ch11.context_reading(0.003, gains, 0.01, 3000, 3)
+    assert text.startswith("Twice the context, at 3,000 steps and over 3 seeds: +0.003, within the 0.010 by which "
+                           "the recipe's seeds differ at 3,000 steps. ")
+    assert "`relative` -0.004, within the 0.010" in text
+    assert "`relative-voice` 0.020 in favour of the longer context." in text
+    assert text.endswith(" The variant `width-192`, at the full budget: `relative` 0.050 against the variant.")
+
+
+def test_the_precision_reading_on_the_file_and_both_branches(compare_file):
+    res, real, copy = compare_file
+    printed, text, shift, smallest = ch11.precision_reading(res, real)
+    assert "smallest gap between two models whose intervals are apart" in printed
+    assert text is not None and shift < smallest and "shows no sign of an effect" in text
+    one = copy(res)
+    for runs in one["models"].values():
+        for r in runs:
+            r.setdefault("made", {})["precision"] = "float32"
+    printed, text, shift, _ = ch11.precision_reading(one, real)
+    assert text is None and shift == 0.0 and printed.endswith("every model's seeds trained in one precision")
+    big = copy(res)
+    name = next(n for n, runs in big["models"].items() if len({r["made"]["precision"] for r in runs}) > 1)
+    for r in big["models"][name]:
+        r["valid_nll"] += 1.0 if r["made"]["precision"] == "bfloat16" else 0.0
+    _, text, shift, smallest = ch11.precision_reading(big, real)
+    assert shift >= smallest and "the reading above may rest on the precision" in text
+
+
+def test_the_listening_and_cache_readings():
+    text = ch11.listening_reading(["crossings", "fifths"], {"odd 16ths": "above"}, 1.84, 1.0)
+    assert "at T = 1.0 overlaps his for *crossings*, *fifths*, and lies apart from it for *odd 16ths* (above his)" \
+        in text and "1.8 times his" in text
+    assert "overlaps his for no statistic, and lies apart from it for none." in ch11.listening_reading([], {}, 1, 1.0)
+    ratio = {"relative": 6.0, "lstm": 5.0, "local": 2.0, "fnet-conv": 1.5}
+    text = ch11.cache_reading({16: 1.5, 1024: 40.0}, ratio)
+    assert "1.5 times as much re-encoded as cached at t = 16 (within a factor of three)" in text
+    assert "40.0 times as much at t = 1024 (more than ten cached tokens)" in text
+    assert "faster for every model" in text and "pays most for relative attention and the LSTM" in text
+    text = ch11.cache_reading({16: 4.0, 64: 8.0}, {**ratio, "local": 7.0, "fnet-conv": 0.9})
+    assert "(more than a factor of three)" in text and "(not more than ten cached tokens)" in text
+    assert "not faster for `fnet-conv`" in text and "do not follow what re-encoding costs" in text
