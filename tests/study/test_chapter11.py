@@ -307,4 +307,7 @@ def test_the_listening_and_cache_readings():
     assert "faster for every model" in text and "pays most for relative attention and the LSTM" in text
     text = ch11.cache_reading({16: 4.0, 64: 8.0}, {**ratio, "local": 7.0, "fnet-conv": 0.9})
     assert "(more than a factor of three)" in text and "(not more than ten cached tokens)" in text
-    assert "not faster for `fnet-conv`" in text and "do not follow what re-encoding costs" in text
+    assert "not faster for `fnet-conv`" in text and "do not separate relative attention and the LSTM" in text
+    # a ranking by less than a quarter is not read as one
+    text = ch11.cache_reading({16: 1.5, 1024: 40.0}, {**ratio, "local": 4.9})
+    assert "do not separate" in text and "`relative` 6.0x, `lstm` 5.0x, `local` 4.9x" in text

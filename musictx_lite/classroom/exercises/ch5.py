@@ -72,7 +72,8 @@ def exercise_5_2(n_layers: int = 12, data: Splits | None = None, C: int = 64, se
     if ratio["post-LN"] > 1 > ratio["pre-LN"]:
         print("As Xiong et al. (2020) show, at initialisation post-LN's gradients grow towards the\n"
               "output, so a large learning rate hits its top blocks hardest; pre-LN's do not grow. In\n"
-              "the chapter's stacks of 3 and 8 blocks, post-LN's ratio rose with depth too.")
+              "the chapter's stacks post-LN's ratio rose from 3 blocks to 8, which were also half as\n"
+              f"wide; here the width stays C = {C} at every depth, so only the depth changes.")
     return out
 
 
