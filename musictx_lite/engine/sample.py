@@ -20,7 +20,7 @@ import torch.nn as nn
 
 from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
-from ..io.tokens import BOS, HOLD, MASK, PAD, encode
+from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
 from ..models.tasks import NEXT_TOKEN
 
 
@@ -47,13 +47,16 @@ def window_start(n_tokens: int, start: int, context: int | None) -> int:
 @torch.no_grad()
 def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 64, temperature: float = 1.0,
              top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD, MASK),
-             cache: bool = True, trace: list | None = None) -> np.ndarray:
+             cache: bool = True, trace: list | None = None, forced: np.ndarray | None = None) -> np.ndarray:
     """Continue ``prompt`` (tokens, BOS first) by ``n_steps`` steps of 4 tokens; return all tokens.
 
     Tokens in ``banned`` are never sampled. A model with a finite ``context``
     sees a window of the last tokens (``window_start``). ``cache=False``
     re-encodes the window for every token; the default uses the model's cache
     when it has one. ``trace``, a list, receives each step's logits (V,).
+    ``forced`` (chapter 12) fixes tokens instead of sampling them: entry i, where
+    it is not -1, is the i-th token after the prompt (a melody's notes, every
+    fourth token, leave the voices under it to the model).
     """
     if getattr(model, "task", None) is not NEXT_TOKEN:
         raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
@@ -63,6 +66,11 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
         raise ValueError(f"top_k must be at least 1 (None: no limit), got {top_k}")
     if n_steps < 0:
         raise ValueError(f"n_steps must be >= 0, got {n_steps}")
+    if forced is not None:
+        forced = np.asarray(forced, dtype=np.int64)
+        if forced.ndim != 1 or len(forced) > 4 * n_steps or ((forced < -1) | (forced >= VOCAB_SIZE)).any():
+            raise ValueError(f"forced must hold at most {4 * n_steps} tokens, each -1 (free) or a token id "
+                             f"below {VOCAB_SIZE}")
     prompt = np.asarray([BOS] if prompt is None else prompt, dtype=np.int64)
     if prompt.ndim != 1 or len(prompt) == 0:
         raise ValueError(f"the prompt must be a non-empty sequence of tokens (BOS first), got shape {prompt.shape}")
@@ -105,5 +113,8 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
             # instead of overflowing to inf (and NaN probabilities)
             logits = (logits - logits.max()) / t
             nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
+            i = idx.shape[1] - len(prompt)                           # the i-th token after the prompt
+            if forced is not None and i < len(forced) and forced[i] >= 0:
+                nxt = torch.tensor([forced[i]])                      # given, not sampled
             idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
     return idx[0].cpu().numpy()

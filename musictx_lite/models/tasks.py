@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..device import evaluating, model_device, to_model  # noqa: F401 (evaluating: also read from here)
 from ..io.data import Piece
-from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, encode
+from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, VOICES, encode
 
 
 def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor, soft: torch.Tensor | None = None) -> torch.Tensor:
@@ -88,6 +88,24 @@ def shift_range(pitches) -> tuple[int, int]:
     return int(LOWEST - sounding.min()), int(HIGHEST - sounding.max())
 
 
+def windows(s: torch.Tensor, ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The windows that score one token sequence ``s`` (BOS first) with a context of ``ctx``: inputs and
+    targets, each (n_windows, ctx), PAD-filled. Windows start every half context (a multiple of 4); each
+    scores only the targets no earlier window scored, so every target is scored once, in order."""
+    stride = max(4, ctx // 2 // 4 * 4)
+    xs, ys, scored = [], [], 0                          # targets s[1 : 1 + scored] are done
+    for start in range(0, len(s) - 1, stride):
+        y = s[start + 1: start + ctx + 1].clone()
+        y[: scored - start] = PAD                       # already scored by an earlier window
+        x = s[start: start + len(y)]
+        xs.append(F.pad(x, (0, ctx - len(x)), value=PAD))
+        ys.append(F.pad(y, (0, ctx - len(y)), value=PAD))
+        scored = start + len(y)
+        if scored >= len(s) - 1:
+            break
+    return torch.stack(xs), torch.stack(ys)
+
+
 @torch.no_grad()
 def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) -> float:
     """Validation NLL in nats per token over whole pieces.
@@ -107,25 +125,42 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) ->
                 total += token_nll(model, xy[:, :-1], xy[:, 1:]).item()
                 count += sum(len(s) - 1 for s in group)
     else:                                               # windows of the context, scored in batches
-        stride = max(4, ctx // 2 // 4 * 4)
         xs, ys = [], []
         for s in seqs:
-            scored = 0                                  # targets s[1 : 1 + scored] are done
-            for start in range(0, len(s) - 1, stride):
-                y = s[start + 1: start + ctx + 1].clone()
-                y[: scored - start] = PAD               # already scored by an earlier window
-                x = s[start: start + len(y)]
-                xs.append(F.pad(x, (0, ctx - len(x)), value=PAD))
-                ys.append(F.pad(y, (0, ctx - len(y)), value=PAD))
-                scored = start + len(y)
-                if scored >= len(s) - 1:
-                    break
+            X, Y = windows(s, ctx)
+            xs.append(X)
+            ys.append(Y)
             count += len(s) - 1
-        X, Y = torch.stack(xs).to(device), torch.stack(ys).to(device)      # (n_windows, ctx)
+        X, Y = torch.cat(xs).to(device), torch.cat(ys).to(device)          # (n_windows, ctx)
         with evaluating(model):
             for i in range(0, len(X), 4 * batch_size):
                 total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
     return total / count
+
+
+@torch.no_grad()
+def token_nlls(model: nn.Module, pieces: list[Piece]) -> list[np.ndarray]:
+    """The NLL (nats) of every target of each piece, every token after BOS in order, scored as ``evaluate_nll``
+    scores it (whole pieces, or its ``windows``): target i of a piece is voice i mod 4 (chapter 12 reads the
+    alto, tenor and bass apart)."""
+    device, ctx, out = model_device(model), getattr(model, "context", None), []
+    with evaluating(model):
+        for p in pieces:
+            s = torch.as_tensor(encode(p.pitches))
+            X, Y = (s[None, :-1], s[None, 1:]) if ctx is None else windows(s, ctx)      # (n, T) each
+            X, Y = X.to(device), Y.to(device)
+            nll = F.cross_entropy(model(X).float().transpose(1, 2), Y, ignore_index=PAD, reduction="none")
+            out.append(nll[Y != PAD].cpu().double().numpy())                           # row by row: in order
+    return out
+
+
+def voice_nlls(model: nn.Module, pieces: list[Piece]) -> dict[str, float]:
+    """``token_nlls`` read voice by voice: the NLL per token of the soprano, alto, tenor and bass, and of the
+    three under the melody together (``"ATB"``, what a harmoniser is scored on in chapter 12)."""
+    nll = np.concatenate(token_nlls(model, pieces))
+    voice = np.concatenate([np.arange(len(encode(p.pitches)) - 1) % 4 for p in pieces])
+    out = {name: float(nll[voice == v].mean()) for v, name in enumerate(VOICES)}
+    return {**out, "ATB": float(nll[voice > 0].mean())}
 
 
 def piece_nlls(model: nn.Module, pieces: list[Piece]) -> tuple[np.ndarray, np.ndarray]:

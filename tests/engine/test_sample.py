@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from musictx_lite import ModelConfig, build_model, decode, generate, prompt_from
-from musictx_lite.io.tokens import BOS, HOLD, MASK, PAD
+from musictx_lite.io.tokens import BOS, HOLD, MASK, PAD, encode
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +107,32 @@ def test_models_of_chapters_6_to_9_continue_any_prompt_that_fits(name, chorales)
         np.testing.assert_array_equal(out[: len(prompt)], prompt)
     with pytest.raises(ValueError, match="context"):
         generate(model, prompt_from(chorales.valid[0], 8), n_steps=1)
+
+
+@pytest.mark.parametrize("name", ["lstm", "relative"])
+def test_forced_tokens_are_kept_and_the_rest_sampled_as_if_chosen(name, chorales):
+    """Chapter 12's constrained sampling: the soprano of every step given, the alto, tenor and bass sampled;
+    with and without the cache the same, and every free token's logits those of the model on the result."""
+    torch.manual_seed(0)
+    m = build_model(name, ModelConfig(n_embd=16, n_heads=2, context=24)).eval()
+    soprano = encode(chorales.valid[0].pitches[:10])[1::4]                   # 10 steps' soprano tokens
+    forced = np.full(40, -1)
+    forced[0::4] = soprano
+    trace = []
+    out = generate(m, None, 10, seed=2, forced=forced, trace=trace)
+    np.testing.assert_array_equal(out[1::4], soprano)
+    free = np.flatnonzero(forced == -1) + 1                                  # positions in out
+    assert not np.isin(out[free], [PAD, BOS, HOLD, MASK]).any()
+    np.testing.assert_array_equal(out, generate(m, None, 10, seed=2, forced=forced, cache=False))
+    if name == "lstm":                                                       # no window: logits of the whole
+        with torch.no_grad():
+            whole = m(torch.as_tensor(out[:-1])[None])[0]
+        torch.testing.assert_close(torch.stack(trace), whole, rtol=1e-4, atol=1e-4)
+    # free everywhere is plain sampling
+    np.testing.assert_array_equal(generate(m, None, 3, seed=5, forced=np.full(12, -1)), generate(m, None, 3, seed=5))
+
+
+@pytest.mark.parametrize("forced", [np.full(9, -1), np.array([-2, -1]), np.array([99]), np.zeros((2, 2))])
+def test_forced_tokens_that_make_no_sense_are_clear_errors(model, forced):
+    with pytest.raises(ValueError, match="forced must hold at most 8 tokens"):
+        generate(model, None, 2, forced=forced)

@@ -66,6 +66,28 @@ def test_evaluate_nll_windows_match_full_pass(chorales):
     assert evaluate_nll(full, pieces) == pytest.approx(math.log(VOCAB_SIZE), rel=1e-6)
 
 
+@pytest.mark.parametrize("name,context", [("relative", 32), ("lstm", None)])
+def test_token_nlls_are_evaluate_nll_token_by_token(chorales, name, context):
+    """Every target of every piece, in order, scored once: their mean is evaluate_nll, and each window's
+    targets are the full pass's where the window holds the whole history."""
+    from musictx_lite.io.tokens import encode
+    from musictx_lite.models.tasks import token_nlls, windows
+
+    torch.manual_seed(0)
+    m = build_model(name, SMALL)
+    pieces = chorales.valid[:3]
+    per = token_nlls(m, pieces)
+    assert [len(t) for t in per] == [len(encode(p.pitches)) - 1 for p in pieces]
+    assert np.concatenate(per).mean() == pytest.approx(evaluate_nll(m, pieces), rel=1e-6)
+    if context:
+        s = torch.as_tensor(encode(pieces[0].pitches))
+        X, Y = windows(s, 32)
+        assert X.shape == Y.shape == (len(X), 32) and (Y != PAD).sum() == len(s) - 1
+        with torch.no_grad():                                   # the first window: the first 32 targets
+            first = torch.nn.functional.cross_entropy(m(s[None, :32])[0], s[1:33], reduction="none")
+        np.testing.assert_allclose(per[0][:32], first.double().numpy(), rtol=1e-5)
+
+
 def test_loss_decreases(chorales):
     torch.manual_seed(0)
     m = build_model("lstm", SMALL)
