@@ -59,7 +59,9 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     fourth token, leave the voices under it to the model).
     """
     if getattr(model, "task", None) is not NEXT_TOKEN:
-        raise ValueError(f"{type(model).__name__} fills in notes; it does not continue a sequence")
+        task = getattr(getattr(model, "task", None), "name", "none")
+        raise ValueError(f"{type(model).__name__} does not continue a sequence: its task is {task!r} "
+                         f"(chapter 2's fill-in, chapter 12's melody), not the next token")
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
     if top_k is not None and top_k < 1:

@@ -27,7 +27,7 @@ import torch.nn as nn
 from ..device import pick_device
 from ..io.data import Splits
 from ..io.tokens import PAD
-from ..models.tasks import NEXT_TOKEN, token_nll
+from ..models.tasks import token_nll
 from . import distributed
 from .callbacks import standard
 from .precision import amp
@@ -217,8 +217,9 @@ class Run:
         model.to(self.device).train()
         seed = distributed.rank_seed(cfg.seed, w.rank)
         torch.manual_seed(seed)
-        if cfg.transpose and self.task is not NEXT_TOKEN:
-            raise ValueError("transpose=True augments next-token crops only; this model's task is another")
+        if cfg.transpose and not getattr(self.task, "transposes", False):
+            raise ValueError(f"transpose=True augments crops of the raster only; this model's task "
+                             f"({self.task.name}) has none")
         if cfg.teachers:                             # distillation: targets from the teachers' mean (distil)
             from .distil import soft_crops
 

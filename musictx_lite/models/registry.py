@@ -27,6 +27,7 @@ from .config import ModelConfig
 from .decoder import Decoder
 from .fill import VoiceFill
 from .fnet import CausalFourierMatrix, CausalLongConv, FourierMixer
+from .harmoniser import Harmoniser
 from .local import LocalAttention
 from .positions import LearnedPositions, SinusoidalPositions
 from .relative import ALiBi, BiasedAttention, RelativeGlobal, RotaryAttention, ShawAttention
@@ -116,6 +117,8 @@ MODELS: dict[str, Spec] = {
                       timed={"causal FFT conv": Timed(CausalLongConv)}),
     "relative-voice": Spec(lambda cfg: block_decoder(cfg, relative_global, VoiceEmbedding), 11, "decoder",
                            paper="+ voice embedding"),
+    # chapter 12: an encoder over the melody and chapter 8's decoder with cross-attention to it
+    "harmoniser": Spec(Harmoniser, 12, "decoder", left_out="harmonises a given melody, another task (chapter 12)"),
 }
 
 

@@ -159,10 +159,11 @@ class ALiBi(nn.Module):
 
 class BiasedAttention(MultiHeadAttention):
     """Causal multi-head attention plus a term of the scores computed from the queries, ``score_bias``:
-    the Music Transformer's relative term (``RelativeGlobal``) or ALiBi's penalty (``ALiBi``)."""
+    the Music Transformer's relative term (``RelativeGlobal``) or ALiBi's penalty (``ALiBi``). Without the
+    mask (``causal=False``), chapter 12's encoder with relative positions both ways (``RelativeBoth``)."""
 
-    def __init__(self, cfg: ModelConfig, score_bias: nn.Module, fast: bool = True):
-        super().__init__(cfg, causal=True, fast=fast)
+    def __init__(self, cfg: ModelConfig, score_bias: nn.Module, fast: bool = True, causal: bool = True):
+        super().__init__(cfg, causal=causal, fast=fast)
         self.score_bias = score_bias
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):

@@ -194,6 +194,7 @@ class NextToken:
     """Predict token t + 1 from tokens 0 .. t: random crops to train, whole pieces to score."""
 
     name = "next"
+    transposes = True                                  # its crops can be transposed (the recipe's augmentation)
 
     def sampler(self, pieces: list[Piece], length: int, seed: int, transpose: bool = False) -> Crops:
         return Crops(pieces, length, seed, transpose)
@@ -203,6 +204,35 @@ class NextToken:
 
 
 NEXT_TOKEN = NextToken()
+
+
+class MelodyCrops(Crops):
+    """``Crops`` whose soprano targets are PAD: the melody is given, only the alto, tenor and bass are learnt.
+    Target p of a crop is its token p + 1, a soprano where p is a multiple of 4."""
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = super().batch(batch_size)                                # views of one tensor: copy y
+        y = y.clone()
+        y[:, 0::4] = PAD                                                # (B, length): the soprano not scored
+        return x, y
+
+
+class Melody:
+    """Harmonise a given melody (chapter 12): predict the alto, tenor and bass of the raster, the soprano
+    given; scored by their NLL on whole pieces (``voice_nlls(...)["ATB"]``), the number chapter 12 sets
+    beside a decoder's on the same tokens."""
+
+    name = "melody"
+    transposes = True
+
+    def sampler(self, pieces: list[Piece], length: int, seed: int, transpose: bool = False) -> MelodyCrops:
+        return MelodyCrops(pieces, length, seed, transpose)
+
+    def evaluate(self, model: nn.Module, pieces: list[Piece]) -> float:
+        return voice_nlls(model, pieces)["ATB"]
+
+
+MELODY = Melody()
 
 
 @torch.no_grad()

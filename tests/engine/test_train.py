@@ -321,9 +321,9 @@ def test_cpu_bf16_trains_with_float32_weights(chorales):
     assert lo[0] != full[0] and abs(lo[0] - full[0]) < 0.02 * full[0]      # the same step, in bfloat16
 
 
-def test_transpose_is_for_next_token_models_only(chorales):
+def test_transpose_is_for_crops_of_the_raster_only(chorales):
     m = build_model("fill", SMALL)
-    with pytest.raises(ValueError, match="next-token"):
+    with pytest.raises(ValueError, match=r"crops of the raster only; this model's task \(fill\) has none"):
         train(m, chorales, cfg(max_steps=2, transpose=True), progress=False)
 
 
