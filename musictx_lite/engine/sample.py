@@ -21,7 +21,7 @@ import torch.nn as nn
 from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
 from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
-from ..models.tasks import NEXT_TOKEN
+from ..models.tasks import MELODY, NEXT_TOKEN
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
@@ -58,10 +58,10 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     it is not -1, is the i-th token after the prompt (a melody's notes, every
     fourth token, leave the voices under it to the model).
     """
-    if getattr(model, "task", None) is not NEXT_TOKEN:
+    if getattr(model, "task", None) not in (NEXT_TOKEN, MELODY):
         task = getattr(getattr(model, "task", None), "name", "none")
         raise ValueError(f"{type(model).__name__} does not continue a sequence: its task is {task!r} "
-                         f"(chapter 2's fill-in, chapter 12's melody), not the next token")
+                         f"(chapter 2's fill-in), not the next token")
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
     if top_k is not None and top_k < 1:
@@ -82,6 +82,12 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     if ctx is not None and len(prompt) > ctx:
         raise ValueError(f"prompt has {len(prompt)} tokens but the model's context is {ctx}; "
                          f"use a shorter prompt (at most {(ctx - 1) // 4} steps)")
+    melody = None                                                    # a harmoniser reads the whole melody
+    if model.task is MELODY:
+        if forced is None or len(forced) != 4 * n_steps or (forced[0::4] < 0).any() or len(prompt) % 4 != 1:
+            raise ValueError("a harmoniser is given the melody: forced must hold the soprano of every step to "
+                             "generate (every fourth token, from the first), after a prompt of whole steps")
+        melody = to_model(model, np.r_[prompt, forced][1::4])[None]  # (1, steps): the prompt's and forced
     # float32 holds temperatures from 1.2e-38 to 3.4e38; beyond them the distribution is, to float32's
     # precision, the argmax or uniform already, and a temperature outside would overflow to 0 or inf (NaN)
     f32 = torch.finfo(torch.float32)
@@ -97,7 +103,9 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
             new_start = window_start(idx.shape[1], start, ctx)
             if new_start != start:                                   # the window slid: the cache is stale
                 start, state = new_start, None
-            if not use_cache:
+            if melody is not None:                                   # the window's steps of the melody
+                logits = model(idx[:, start:], melody=melody[:, start // 4: start // 4 + -(-ctx // 4)])
+            elif not use_cache:
                 logits = model(idx[:, start:])                       # (1, T, V): the whole window again
             elif state is None:
                 state = model.new_cache()

@@ -102,3 +102,28 @@ def test_the_harmoniser_trains_with_the_books_loop_on_its_task(chorales, tmp_pat
     x = torch.as_tensor(encode(chorales.valid[0].pitches)[:40])[None]
     with torch.no_grad():
         torch.testing.assert_close(again(x), m.eval()(x))
+
+
+def test_generate_harmonises_a_melody_with_the_whole_melody_in_view(model, chorales):
+    """The sampler gives the harmoniser every soprano note of its window, the future ones too: each token's
+    logits are those of the model on the finished raster, whose melody is all there."""
+    from musictx_lite import generate
+
+    soprano = encode(chorales.valid[1].pitches[:12])[1::4]                    # 12 steps
+    forced = np.full(48, -1)
+    forced[0::4] = soprano
+    trace = []
+    out = generate(model, None, 12, seed=1, forced=forced, trace=trace)
+    np.testing.assert_array_equal(out[1::4], soprano)
+    with torch.no_grad():
+        whole = model(torch.as_tensor(out[:-1])[None])[0]                     # context 64 holds 48 tokens
+    torch.testing.assert_close(torch.stack(trace), whole, rtol=1e-4, atol=1e-4)
+    # a melody longer than the context: the windows slide, and the melody stays the given one
+    long = encode(chorales.valid[1].pitches[:40])[1::4]
+    forced = np.full(160, -1)
+    forced[0::4] = long
+    np.testing.assert_array_equal(generate(model, None, 40, seed=1, forced=forced)[1::4], long)
+    with pytest.raises(ValueError, match="a harmoniser is given the melody"):
+        generate(model, None, 12, forced=np.full(48, -1))
+    with pytest.raises(ValueError, match="a harmoniser is given the melody"):
+        generate(model, None, 12)
