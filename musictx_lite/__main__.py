@@ -204,7 +204,7 @@ def cmd_generate(a: argparse.Namespace) -> None:
 
 def cmd_baselines(a: argparse.Namespace) -> None:
     from . import load_data
-    from .study.baselines import NGram, SameVoice
+    from .study.baselines import NGram, SameVoice, TwoTokens
 
     data = load_data(a.data)
     print(data.source)
@@ -212,6 +212,7 @@ def cmd_baselines(a: argparse.Namespace) -> None:
     for n in range(2, a.max_n + 1):
         print(f"{f'{n}-gram':>22s}: {NGram(n).fit(data.train).nll(data.valid):.3f}")
     print(f"{'same voice, prev. step':>22s}: {SameVoice().fit(data.train).nll(data.valid):.3f}")
+    print(f"{'two tokens (x_t-4, x_t-1)':>22s}: {TwoTokens().fit(data.train).nll(data.valid):.3f}")
 
 
 def cmd_bench(a: argparse.Namespace) -> None:

@@ -435,3 +435,15 @@ def test_budget_estimates_every_model_from_its_flops(capsys):
     assert f"the whole book: {sum(per.values()):.1f} T4-minutes" in out and sum(per.values()) <= 30
     # chapter 8 trains three decoders at the profile's budget, so its minutes are theirs
     assert per[8] == pytest.approx(sum(t4_minutes(n, P) for n in ("learned-positions", "rope", "relative")))
+
+
+def test_cli_baselines_prints_chapter_0s_four(capsys, chorales):
+    from musictx_lite.study.baselines import NGram, TwoTokens
+
+    main(["baselines", "--max-n", "3"])
+    out = capsys.readouterr().out
+    lines = dict(line.rsplit(": ", 1) for line in out.splitlines()[1:])
+    assert [k.strip() for k in lines] == ["unigram", "2-gram", "3-gram", "same voice, prev. step",
+                                          "two tokens (x_t-4, x_t-1)"]
+    assert float(lines["                3-gram"]) == round(NGram(3).fit(chorales.train).nll(chorales.valid), 3)
+    assert float(lines["two tokens (x_t-4, x_t-1)"]) == round(TwoTokens().fit(chorales.train).nll(chorales.valid), 3)
