@@ -1,4 +1,5 @@
-"""Command line: train any model the book has defined, generate music, score baselines, reproduce a result.
+"""Command line: train any model the book has defined, generate music, harmonise a melody, score baselines,
+reproduce a result.
 
 Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
 
@@ -6,6 +7,8 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite generate --checkpoint runs/attn --out attn.mid
     python -m musictx_lite generate --checkpoint runs/attn --prompt-midi mine.mid --out more.mid
     python -m musictx_lite generate --pretrained relative --out bach.mid
+    python -m musictx_lite harmonise --melody "4/4 c'4 d' e' f' g'2 e' c'" --out tune.mid
+    python -m musictx_lite harmonise tune.mid --track 0 --out chorale.mid --musicxml chorale.musicxml
     python -m musictx_lite baselines
     python -m musictx_lite bench attention --plot attention.png
     python -m musictx_lite budget --profile gpu
@@ -23,6 +26,7 @@ import argparse
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -200,6 +204,39 @@ def cmd_generate(a: argparse.Namespace) -> None:
     tokens = generate(model, prompt, a.steps, a.temperature, a.top_k, a.seed)
     path = write_midi(decode(tokens), a.out)
     print(f"wrote {path}: {len(tokens) // 4} steps from {ck['model_name']} (step {ck['step']})")
+
+
+METHODS = {"decoder": "relative", "harmoniser": "harmoniser"}     # harmonise --method: the shipped model each uses
+
+
+def cmd_harmonise(a: argparse.Namespace) -> None:
+    from .engine.harmonise import harmonise
+    from .io.melody import read_melody
+    from .io.midi import write_midi
+    from .study.hub import pretrained
+
+    if (a.melody_file is None) == (a.melody is None):
+        raise ValueError("give the melody once: a file (MIDI, MusicXML, ABC) or --melody \"tinyNotation\"")
+    _check_writable(a.out, "--out")
+    if a.musicxml is not None:
+        _check_writable(a.musicxml, "--musicxml")
+    melody = read_melody(a.melody_file or a.melody, track=a.track, transpose=a.transpose)   # fails before the model
+    for line in melody.log:
+        print(line)
+    model = pretrained(METHODS[a.method], device=a.device)
+    t0 = time.perf_counter()
+    grid = harmonise(model, melody.pitches, a.temperature, a.seed, a.top_k)
+    seconds = time.perf_counter() - t0
+    onsets = np.vstack([np.ones((1, 4), bool), grid[1:] != grid[:-1]]) & (grid >= 0)   # a note starts on a change
+    onsets[:, 0] = melody.onsets                                     # the melody's own: repeated notes restruck
+    path = write_midi(grid, a.out, onsets)
+    print(f"wrote {path}: {len(grid)} steps harmonised by the shipped {METHODS[a.method]} model "
+          f"({a.method}) in {seconds:.2f} s, T = {a.temperature}, seed {a.seed}")
+    if a.musicxml is not None:
+        from .io.score import to_musicxml
+
+        to_musicxml(grid, onsets, a.musicxml, title="harmonised by musictx-lite")
+        print(f"wrote {a.musicxml}")
 
 
 def cmd_baselines(a: argparse.Namespace) -> None:
@@ -480,6 +517,25 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     g.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
     g.set_defaults(func=cmd_generate)
 
+    h = sub.add_parser("harmonise", help="write alto, tenor and bass under a melody (chapter 12) into a MIDI file",
+                       parents=[cpu])
+    h.add_argument("melody_file", nargs="?", default=None, metavar="MELODY",
+                   help="a melody file: MIDI (one line; --track if it has several), MusicXML or ABC")
+    h.add_argument("--melody", default=None, help="the melody as music21 tinyNotation, e.g. \"4/4 c'4 d' e' f' g'2\"")
+    h.add_argument("--out", required=True, help="the .mid file to write")
+    h.add_argument("--musicxml", default=None, metavar="FILE", help="also write the harmonisation as MusicXML")
+    h.add_argument("--method", choices=sorted(METHODS), default="decoder",
+                   help="decoder: the shipped relative model, the melody given note by note (default); "
+                        "harmoniser: the encoder-decoder, which reads the whole melody")
+    h.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
+    h.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest tokens")
+    h.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
+    h.add_argument("--track", type=nonnegative_int, default=None, help="the melody's track in a MIDI file")
+    h.add_argument("--transpose", type=int, default=None,
+                   help="semitones to move the melody (default: the whole octaves that put it in the soprano's "
+                        "range)")
+    h.set_defaults(func=cmd_harmonise)
+
     b = sub.add_parser("baselines", help="validation NLL of the chapter 0 baselines", parents=[data])
     b.add_argument("--max-n", type=positive_int, default=7, help="largest n-gram order")
     b.set_defaults(func=cmd_baselines)
@@ -554,8 +610,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     e.add_argument("--to", default="musictx_lite/pretrained", metavar="DIR",
                    help="where <model>.pt and <model>.json go (default musictx_lite/pretrained)")
     e.set_defaults(func=cmd_export)
-    return ap, {"train": t, "generate": g, "baselines": b, "bench": c, "budget": u, "reproduce": r, "compare": m,
-                "export": e}
+    return ap, {"train": t, "generate": g, "harmonise": h, "baselines": b, "bench": c, "budget": u,
+                "reproduce": r, "compare": m, "export": e}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -447,3 +447,45 @@ def test_cli_baselines_prints_chapter_0s_four(capsys, chorales):
                                           "two tokens (x_t-4, x_t-1)"]
     assert float(lines["                3-gram"]) == round(NGram(3).fit(chorales.train).nll(chorales.valid), 3)
     assert float(lines["two tokens (x_t-4, x_t-1)"]) == round(TwoTokens().fit(chorales.train).nll(chorales.valid), 3)
+
+
+def test_cli_harmonise_keeps_the_melody_and_writes_midi_and_musicxml(tmp_path, capsys):
+    from musictx_lite.io.melody import read_melody
+
+    tune = "4/4 c4 e8 g c'4 b8 a g2"                                # C4 to C5: in range as it is
+    main(["harmonise", "--melody", tune, "--out", str(tmp_path / "h.mid"), "--musicxml", str(tmp_path / "h.xml"),
+          "--seed", "3"])
+    out = capsys.readouterr().out
+    assert "7 notes, 24 16th steps (1.5 bars of 4/4)" in out and "harmonised by the shipped relative model" in out
+    grid = read_midi(tmp_path / "h.mid")
+    np.testing.assert_array_equal(grid[:, 0], read_melody(tune).pitches)
+    assert grid.shape == (24, 4) and (grid[:, 1:] >= 0).mean() > 0.5     # three voices under it, mostly sounding
+    assert (tmp_path / "h.xml").read_text().lstrip().startswith("<?xml")
+
+
+HARMONISE_BAD = {
+    "no melody": ((), "give the melody once"),
+    "two melodies": (("{tmp}/m.mid", "--melody", "c4"), "give the melody once"),
+    "a chord": (("{tmp}/chord.musicxml",), "a chord (E4 G4) at quarter 1"),
+    "too fine": (("--melody", "4/4 c'4 d'32 e' f'16 g'2"), "does not fit the 16th-note grid"),
+    "too wide": (("--melody", "4/4 C4 c''"), "no transposition fits"),
+    "empty file": (("{tmp}/empty.mid",), "is empty"),
+    "missing file": (("{tmp}/none.mid",), "not found"),
+    "transpose out of range": (("--melody", "4/4 c'4 g'", "--transpose", "24"), "leaves the soprano's range"),
+    "no shipped harmoniser": (("--melody", "4/4 c'4", "--method", "harmoniser"), "no pretrained model 'harmoniser'"),
+}
+
+
+@pytest.mark.parametrize("args, needle", HARMONISE_BAD.values(), ids=HARMONISE_BAD.keys())
+def test_cli_harmonise_bad_input_is_one_line_and_writes_nothing(args, needle, tmp_path, capsys):
+    import music21
+
+    (tmp_path / "empty.mid").write_bytes(b"")
+    s = music21.stream.Stream([music21.note.Note("C5", quarterLength=1), music21.chord.Chord(["E4", "G4"])])
+    s.write("musicxml", fp=str(tmp_path / "chord.musicxml"))
+    before = set(tmp_path.iterdir())
+    argv = ["harmonise", *[a.format(tmp=tmp_path) for a in args], "--out", str(tmp_path / "out.mid")]
+    code, err, _ = main_error(argv, capsys)
+    assert code == 1 and err.strip().count("\n") == 0
+    assert_clean_error(code, err, needle)
+    assert set(tmp_path.iterdir()) == before                   # nothing written

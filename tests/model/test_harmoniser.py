@@ -127,3 +127,23 @@ def test_generate_harmonises_a_melody_with_the_whole_melody_in_view(model, chora
         generate(model, None, 12, forced=np.full(48, -1))
     with pytest.raises(ValueError, match="a harmoniser is given the melody"):
         generate(model, None, 12)
+
+
+@pytest.mark.parametrize("name", ["relative", "harmoniser"])
+def test_harmonise_keeps_the_melody_and_writes_three_voices(name, chorales):
+    from musictx_lite.engine.harmonise import harmonise, melody_tokens
+
+    torch.manual_seed(0)
+    m = build_model(name, CFG).eval()
+    melody = chorales.valid[2].pitches[:20, 0].copy()
+    melody[5:7] = -1                                                         # a rest in the melody
+    grid = harmonise(m, melody, seed=4)
+    assert grid.shape == (20, 4)
+    np.testing.assert_array_equal(grid[:, 0], melody)
+    np.testing.assert_array_equal(grid, harmonise(m, melody, seed=4))        # a seed is a harmonisation
+    assert not np.array_equal(grid, harmonise(m, melody, seed=5))
+    assert melody_tokens(melody).shape == (20,)
+    with pytest.raises(ValueError, match="leave the model's range"):
+        harmonise(m, np.array([30, 60]))
+    with pytest.raises(ValueError, match="a non-empty line of pitches"):
+        harmonise(m, np.array([], dtype=int))

@@ -1,0 +1,42 @@
+"""Harmonise a melody: the soprano given, the alto, tenor and bass sampled (chapter 12).
+
+Notebook: notebooks/12_harmonise.ipynb
+
+Both of chapter 12's autoregressive ways run through ``sample.generate``, with every soprano token
+``forced``: chapter 8's causal decoder, which sees the melody only up to the step it writes, and the
+encoder-decoder (``models.harmoniser``), to which ``generate`` gives the melody of each window, its
+future included.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch.nn as nn
+
+from ..io.tokens import BOS, HIGHEST, LOWEST, decode, encode
+from .sample import generate
+
+
+def melody_tokens(melody: np.ndarray) -> np.ndarray:
+    """The soprano tokens (steps,) of a melody of MIDI pitches (steps,), -1 for a rest."""
+    melody = np.asarray(melody, dtype=np.int64)
+    sounding = melody[melody >= 0]
+    if melody.ndim != 1 or len(melody) == 0:
+        raise ValueError(f"a melody is a non-empty line of pitches (steps,), got shape {melody.shape}")
+    if len(sounding) and (sounding.min() < LOWEST or sounding.max() > HIGHEST):
+        raise ValueError(f"the melody's pitches {sounding.min()}-{sounding.max()} leave the model's range "
+                         f"{LOWEST}-{HIGHEST}")
+    grid = np.repeat(melody[:, None], 4, axis=1)                   # any pitches under it: only S is read
+    return encode(grid)[1::4]
+
+
+def harmonise(model: nn.Module, melody: np.ndarray, temperature: float = 1.0, seed: int | None = 0,
+              top_k: int | None = None) -> np.ndarray:
+    """Alto, tenor and bass under ``melody`` (steps,) MIDI pitches: the (steps, 4) grid, its soprano the
+    melody as given."""
+    soprano = melody_tokens(melody)
+    forced = np.full(4 * len(soprano), -1)
+    forced[0::4] = soprano
+    tokens = generate(model, np.array([BOS]), len(soprano), temperature, top_k, seed, forced=forced)
+    grid = decode(tokens)
+    assert (grid[:, 0] == np.asarray(melody)).all()                 # the melody, exactly
+    return grid
