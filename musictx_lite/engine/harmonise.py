@@ -5,7 +5,8 @@ Notebook: notebooks/12_harmonise.ipynb
 Both of chapter 12's autoregressive ways run through ``sample.generate``, with every soprano token
 ``forced``: chapter 8's causal decoder, which sees the melody only up to the step it writes, and the
 encoder-decoder (``models.harmoniser``), to which ``generate`` gives the melody of each window, its
-future included.
+future included. The third way, Coconet's, draws all three voices at once and redraws them by Gibbs
+sampling (``models.coconet.gibbs_harmonise``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch.nn as nn
 
 from ..io.tokens import BOS, HIGHEST, LOWEST, decode, encode
+from ..models.coconet import INFILL, gibbs_harmonise
 from .sample import generate
 
 
@@ -30,13 +32,22 @@ def melody_tokens(melody: np.ndarray) -> np.ndarray:
 
 
 def harmonise(model: nn.Module, melody: np.ndarray, temperature: float = 1.0, seed: int | None = 0,
-              top_k: int | None = None) -> np.ndarray:
+              top_k: int | None = None, n_iter: int = 64) -> np.ndarray:
     """Alto, tenor and bass under ``melody`` (steps,) MIDI pitches: the (steps, 4) grid, its soprano the
-    melody as given."""
+    melody as given. A Coconet model (``models.coconet``) draws them by Gibbs sampling in ``n_iter`` steps;
+    the others, one token at a time."""
     soprano = melody_tokens(melody)
+    if model.task is INFILL:
+        if top_k is not None:
+            raise ValueError("top_k is for the samplers that draw one token at a time; Gibbs sampling has none")
+        tokens = gibbs_harmonise(model, soprano, n_iter, temperature, seed)
+        return _checked(decode(tokens), melody)
     forced = np.full(4 * len(soprano), -1)
     forced[0::4] = soprano
     tokens = generate(model, np.array([BOS]), len(soprano), temperature, top_k, seed, forced=forced)
-    grid = decode(tokens)
+    return _checked(decode(tokens), melody)
+
+
+def _checked(grid: np.ndarray, melody: np.ndarray) -> np.ndarray:
     assert (grid[:, 0] == np.asarray(melody)).all()                 # the melody, exactly
     return grid

@@ -23,6 +23,7 @@ from ..checkpoint import read_checkpoint
 from .attention import CausalHead, Head, MultiHeadAttention, MultiHeadLoop
 from .blocks import block_decoder
 from .cache import with_cache
+from .coconet import Coconet
 from .config import ModelConfig
 from .decoder import Decoder
 from .fill import VoiceFill
@@ -119,6 +120,8 @@ MODELS: dict[str, Spec] = {
                            paper="+ voice embedding"),
     # chapter 12: an encoder over the melody and chapter 8's decoder with cross-attention to it
     "harmoniser": Spec(Harmoniser, 12, "decoder", left_out="harmonises a given melody, another task (chapter 12)"),
+    # chapter 12, Coconet's way: fill in any hidden notes, harmonise by Gibbs sampling
+    "coconet": Spec(Coconet, 12, "decoder", left_out="fills in hidden notes, another task (chapter 12)"),
 }
 
 
