@@ -50,7 +50,6 @@ def test_gibbs_schedule_anneals_from_much_to_little():
 
 def test_coconet_trains_with_the_books_loop_and_harmonises_by_gibbs_sampling(chorales):
     from musictx_lite.engine.harmonise import harmonise
-
     from musictx_lite.io.data import Splits
 
     torch.manual_seed(0)
