@@ -206,7 +206,8 @@ def cmd_generate(a: argparse.Namespace) -> None:
     print(f"wrote {path}: {len(tokens) // 4} steps from {ck['model_name']} (step {ck['step']})")
 
 
-METHODS = {"decoder": "relative", "harmoniser": "harmoniser"}     # harmonise --method: the shipped model each uses
+# harmonise --method: the shipped model each way of chapter 12 uses
+METHODS = {"decoder": "relative", "harmoniser": "harmoniser", "coconet": "coconet"}
 
 
 def cmd_harmonise(a: argparse.Namespace) -> None:
@@ -526,7 +527,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     h.add_argument("--musicxml", default=None, metavar="FILE", help="also write the harmonisation as MusicXML")
     h.add_argument("--method", choices=sorted(METHODS), default="decoder",
                    help="decoder: the shipped relative model, the melody given note by note (default); "
-                        "harmoniser: the encoder-decoder, which reads the whole melody")
+                        "harmoniser: the encoder-decoder, which reads the whole melody; coconet: fill-in "
+                        "by Gibbs sampling")
     h.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
     h.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest tokens")
     h.add_argument("--seed", type=seed_int, default=0, help="sampling seed")

@@ -195,7 +195,8 @@ def read_melody(source: str | os.PathLike, track: int | None = None, transpose: 
     shift = fit_range(pitches, transpose)
     pitches = np.where(pitches >= 0, pitches + shift, -1)
     bars = len(pitches) / 16
-    log = [f"{len(notes)} notes, {len(pitches)} 16th steps ({bars:g} bar{'s' * (bars != 1)} of 4/4)"]
+    log = [f"{len(notes)} note{'s' * (len(notes) != 1)}, {len(pitches)} 16th steps ({bars:g} bar"
+           f"{'s' * (bars != 1)} of 4/4)"]
     if moved:
         log.append(f"{moved} of them moved to the nearest 16th")
     if shift:
