@@ -103,8 +103,11 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
             new_start = window_start(idx.shape[1], start, ctx)
             if new_start != start:                                   # the window slid: the cache is stale
                 start, state = new_start, None
-            if melody is not None:                                   # the window's steps of the melody
+            if melody is not None and not use_cache:                 # the window's steps of the melody
                 logits = model(idx[:, start:], melody=melody[:, start // 4: start // 4 + -(-ctx // 4)])
+            elif melody is not None and state is None:               # the melody read once per window
+                state = model.new_cache(melody[:, start // 4: start // 4 + -(-ctx // 4)])
+                logits = model(idx[:, start:], cache=state)
             elif not use_cache:
                 logits = model(idx[:, start:])                       # (1, T, V): the whole window again
             elif state is None:

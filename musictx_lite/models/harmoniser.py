@@ -111,9 +111,11 @@ class CrossBlock(nn.Module):
         self.ln1, self.ln2, self.ln3 = (nn.LayerNorm(cfg.n_embd) for _ in range(3))
         self.ff = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, steps: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
-        x = x + self.mixer(self.ln1(x))                                   # (B, T, C)
-        x = x + self.cross(self.ln2(x), steps, memory)                    # (B, T, C): reads the melody
+    def forward(self, x: torch.Tensor, steps: torch.Tensor, memory: torch.Tensor | None = None,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None, cache=None) -> torch.Tensor:
+        """(B, T, C). Sampling passes the memory's ``kv`` (computed once) and the self-attention's ``cache``."""
+        x = x + (self.mixer(self.ln1(x)) if cache is None else self.mixer(self.ln1(x), cache=cache))
+        x = x + self.cross(self.ln2(x), steps, memory, kv)                # (B, T, C): reads the melody
         return x + self.ff(self.ln3(x))
 
 
@@ -146,10 +148,38 @@ class Harmoniser(nn.Module):
             m = block(m)                                                  # (B, S, C): no mask
         return self.ln_enc(m)
 
-    def forward(self, idx: torch.Tensor, melody: torch.Tensor | None = None) -> torch.Tensor:
-        memory = self.encode(idx[:, 1::4] if melody is None else melody)  # (B, S, C)
-        steps = melody_steps(torch.arange(idx.shape[1], device=idx.device))   # (T,)
+    def forward(self, idx: torch.Tensor, melody: torch.Tensor | None = None,
+                cache: "HarmoniserCache | None" = None) -> torch.Tensor:
+        """Logits (B, T, V). With a ``cache`` (``new_cache``), ``idx`` holds the new tokens only: the
+        melody was read when the cache was made."""
+        pos = 0 if cache is None else cache.pos
+        if cache is None:
+            memory = self.encode(idx[:, 1::4] if melody is None else melody)   # (B, S, C)
+        steps = melody_steps(torch.arange(pos, pos + idx.shape[1], device=idx.device))   # (T,)
         x = self.drop(self.tok_emb(idx))                                  # (B, T, C)
-        for block in self.blocks:
-            x = block(x, steps, memory)                                   # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            if cache is None:
+                x = block(x, steps, memory)                               # (B, T, C)
+            else:
+                x = block(x, steps, kv=cache.kv[i], cache=cache.layers[i])
+        if cache is not None:
+            cache.pos += idx.shape[1]
         return self.readout(self.ln_f(x))                                 # (B, T, V)
+
+    cacheable = True
+
+    @torch.no_grad()
+    def new_cache(self, melody: torch.Tensor) -> "HarmoniserCache":
+        """A sampler's cache for one window: the encoder run once over its ``melody`` (B, S), each block's
+        keys and values of that memory, and each self-attention's key/value cache, empty."""
+        memory = self.encode(melody)
+        return HarmoniserCache([b.cross.memory_kv(memory) for b in self.blocks],
+                               [b.mixer.new_cache() for b in self.blocks])
+
+
+class HarmoniserCache:
+    """What the harmoniser keeps between sampling steps: the memory's keys and values per block (computed
+    once per window), each self-attention's cache, and the position of the next token."""
+
+    def __init__(self, kv: list, layers: list):
+        self.kv, self.layers, self.pos = kv, layers, 0

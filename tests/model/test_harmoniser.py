@@ -147,3 +147,18 @@ def test_harmonise_keeps_the_melody_and_writes_three_voices(name, chorales):
         harmonise(m, np.array([30, 60]))
     with pytest.raises(ValueError, match="a non-empty line of pitches"):
         harmonise(m, np.array([], dtype=int))
+
+
+def test_the_harmonisers_cache_gives_the_logits_of_re_encoding(model, chorales):
+    """The melody is read once per window and the self-attention keeps its keys and values: the same
+    tokens and logits as re-encoding every window for every token, across slides of the window."""
+    from musictx_lite import generate
+
+    soprano = encode(chorales.valid[1].pitches[:40])[1::4]                    # 160 tokens: the window slides
+    forced = np.full(160, -1)
+    forced[0::4] = soprano
+    fast, slow = [], []
+    a = generate(model, None, 40, seed=3, forced=forced, trace=fast)
+    b = generate(model, None, 40, seed=3, forced=forced, trace=slow, cache=False)
+    np.testing.assert_array_equal(a, b)
+    torch.testing.assert_close(torch.stack(fast), torch.stack(slow), rtol=1e-4, atol=1e-4)
