@@ -256,6 +256,14 @@ def cmd_baselines(a: argparse.Namespace) -> None:
 def cmd_bench(a: argparse.Namespace) -> None:
     from .study.bench import bench_attention, bench_sampling, format_sampling, format_table, plot_bench
 
+    if a.what == "harmonise":                          # chapter 12: seconds per melody of --bars bars
+        from .study.bench import bench_harmonise, format_harmonise
+
+        rows = bench_harmonise(bars=a.bars, profile=a.profile, device=a.device, repeats=a.repeats)
+        print(f"harmonising, profile {a.profile} sizes, device={a.device}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads")
+        print(format_harmonise(rows))
+        return
     if a.what == "sample":                             # sampling speed, with and without the cache
         rows = bench_sampling(a.models, a.tokens, profile=a.profile, device=a.device)
         print(f"sampling, profile {a.profile} sizes, device={a.device}, torch {torch.__version__}, "
@@ -544,13 +552,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 
     c = sub.add_parser("bench", help="time and peak memory of the book's attention implementations",
                        parents=[cpu])
-    c.add_argument("what", choices=["attention", "sample"],
-                   help="attention: time and memory per length; sample: tokens/s with and without the cache")
+    c.add_argument("what", choices=["attention", "sample", "harmonise"],
+                   help="attention: time and memory per length; sample: tokens/s with and without the cache; "
+                        "harmonise: seconds to harmonise a melody of --bars bars (chapter 12)")
+    c.add_argument("--bars", type=positive_int, default=16, help="harmonise: bars of the melody (default 16)")
     c.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["learned-positions", "relative", "local"],
                    metavar="NAME", help="sample: models to time (default learned-positions relative local)")
     c.add_argument("--tokens", type=_number(int, lambda v: v > 0 and v % 4 == 0, "a positive multiple of 4"),
                    default=1024, help="sample: tokens to sample, the context too (default 1024)")
-    c.add_argument("--profile", choices=sorted(PROFILES), default="cpu", help="sample: model sizes (default cpu)")
+    c.add_argument("--profile", choices=sorted(PROFILES), default="cpu",
+                   help="sample and harmonise: model sizes (default cpu; paper: the recipe's, the shipped models')")
     c.add_argument("--lengths", type=positive_int, nargs="+", default=[128, 256, 512, 1024, 2048],
                    help="sequence lengths (default 128 .. 2048)")
     c.add_argument("--n-embd", type=positive_int, default=128, help="model width (default 128)")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -314,6 +315,45 @@ def format_sampling(rows: list[dict]) -> str:
         note = "" if r["cacheable"] else "  (no cache: not causal)"
         lines.append(f"{r['model']:>20s} {r['context']:7d} {c:12,.0f} {n:16,.0f} {c / n:8.1f}{note}")
     lines.append(f"({rows[0]['tokens']} tokens sampled after BOS, random weights)")
+    return "\n".join(lines)
+
+
+def bench_harmonise(names=("relative", "harmoniser", "coconet"), bars: int = 16, profile: str = "paper",
+                    device: str = "cpu", repeats: int = 3, n_iter: int = 64) -> list[dict]:
+    """Seconds to harmonise a melody of ``bars`` bars of 4/4 (chapter 12), each model at the profile's size
+    with random weights (the time does not depend on what a model learned), the best of ``repeats``: the
+    causal decoder and the harmoniser one token at a time with their caches, Coconet by ``n_iter`` Gibbs
+    steps. The melody is the soprano of the embedded chorales' first validation pieces, end to end."""
+    from ..engine.harmonise import harmonise
+    from ..engine.profiles import get_profile
+    from ..io.data import load_chorales
+    from ..models.registry import build_model, n_params
+
+    steps = 16 * bars
+    melody = np.concatenate([p.pitches[:, 0] for p in load_chorales().valid])[:steps]
+    p = get_profile(profile)
+    rows = []
+    for name in names:
+        torch.manual_seed(0)
+        model = build_model(name, p.model_config(name)).to(device).eval()
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            harmonise(model, melody, seed=0, n_iter=n_iter)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t0)
+        how = f"{n_iter} Gibbs steps" if name == "coconet" else "token by token, cached"
+        rows.append({"model": name, "params": n_params(model), "context": model.cfg.context, "bars": bars,
+                     "seconds": best, "how": how})
+    return rows
+
+
+def format_harmonise(rows: list[dict]) -> str:
+    lines = [f"{'model':>12s} {'params':>10s} {'context':>7s} {'seconds':>8s}  how"]
+    lines += [f"{r['model']:>12s} {r['params']:10,d} {r['context']:7d} {r['seconds']:8.2f}  {r['how']}" for r in rows]
+    bars = rows[0]["bars"]
+    lines.append(f"({bars} bar{'s' * (bars != 1)} of 4/4 harmonised, random weights, the best of the repeats)")
     return "\n".join(lines)
 
 

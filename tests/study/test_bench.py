@@ -69,3 +69,18 @@ def test_local_attention_in_steps_equals_all_blocks_at_once(T, N, step):
     y_all, w_all = local_relative_attention(q, k, v, E, N, need_weights=True, step=10**6)
     torch.testing.assert_close(y, y_all, rtol=0, atol=1e-12)
     torch.testing.assert_close(w, w_all, rtol=0, atol=1e-12)
+
+
+def test_bench_harmonise_times_each_way_of_chapter_12(capsys):
+    from musictx_lite.__main__ import main
+    from musictx_lite.study.bench import bench_harmonise, format_harmonise
+
+    rows = bench_harmonise(bars=1, profile="smoke", repeats=1, n_iter=2)
+    assert [r["model"] for r in rows] == ["relative", "harmoniser", "coconet"]
+    assert all(r["seconds"] > 0 and r["bars"] == 1 and r["params"] > 0 for r in rows)
+    assert rows[2]["how"] == "2 Gibbs steps" and rows[0]["how"] == "token by token, cached"
+    text = format_harmonise(rows)
+    assert text.splitlines()[-1] == "(1 bar of 4/4 harmonised, random weights, the best of the repeats)"
+    main(["bench", "harmonise", "--bars", "1", "--profile", "smoke", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "harmonising, profile smoke sizes" in out and "64 Gibbs steps" in out
