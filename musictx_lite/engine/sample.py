@@ -56,7 +56,9 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     when it has one. ``trace``, a list, receives each step's logits (V,).
     ``forced`` (chapter 12) fixes tokens instead of sampling them: entry i, where
     it is not -1, is the i-th token after the prompt (a melody's notes, every
-    fourth token, leave the voices under it to the model).
+    fourth token, leave the voices under it to the model). A harmoniser
+    (``models.harmoniser``) must be given the soprano of every step so: it reads
+    the melody of each window, the future included, once per window.
     """
     if getattr(model, "task", None) not in (NEXT_TOKEN, MELODY):
         task = getattr(getattr(model, "task", None), "name", "none")

@@ -166,7 +166,10 @@ class Harmoniser(nn.Module):
             cache.pos += idx.shape[1]
         return self.readout(self.ln_f(x))                                 # (B, T, V)
 
-    cacheable = True
+    @property
+    def cacheable(self) -> bool:
+        """Can it sample with a cache? Once ``cache.with_cache`` (``build_model``) extended its mixers."""
+        return all(hasattr(b.mixer, "new_cache") for b in self.blocks)
 
     @torch.no_grad()
     def new_cache(self, melody: torch.Tensor) -> "HarmoniserCache":

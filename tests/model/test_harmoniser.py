@@ -162,3 +162,16 @@ def test_the_harmonisers_cache_gives_the_logits_of_re_encoding(model, chorales):
     b = generate(model, None, 40, seed=3, forced=forced, trace=slow, cache=False)
     np.testing.assert_array_equal(a, b)
     torch.testing.assert_close(torch.stack(fast), torch.stack(slow), rtol=1e-4, atol=1e-4)
+
+
+def test_a_harmoniser_built_by_hand_samples_without_a_cache(chorales):
+    from musictx_lite import generate
+    from musictx_lite.models.harmoniser import Harmoniser
+
+    torch.manual_seed(0)
+    plain = Harmoniser(CFG).eval()                                    # not through build_model: no cache
+    assert not plain.cacheable and build_model("harmoniser", CFG).cacheable
+    soprano = encode(chorales.valid[1].pitches[:6])[1::4]
+    forced = np.full(24, -1)
+    forced[0::4] = soprano
+    np.testing.assert_array_equal(generate(plain, None, 6, forced=forced)[1::4], soprano)
