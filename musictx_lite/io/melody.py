@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .midi import STEPS_PER_QUARTER, _pretty_midi, note_name
+from .midi import STEPS_PER_QUARTER, note_name, open_midi
 
 SOPRANO = (60, 81)            # the lowest and highest soprano notes of the official split's training chorales
 MAX_STEPS = 64 * 16           # 64 bars of 4/4: the longest melody harmonised in one call
@@ -52,13 +52,10 @@ def _q(x) -> Fraction:
 
 def notes_from_midi(path: Path, track: int | None = None) -> tuple[list[Note], str | None]:
     """The notes of one monophonic line of a MIDI file, in quarter notes, and its first time signature."""
-    pretty_midi = _pretty_midi()
-    if path.stat().st_size == 0:
-        raise MelodyError(f"{path} is empty, not a MIDI file")
     try:
-        pm = pretty_midi.PrettyMIDI(str(path))
-    except Exception as e:  # mido and pretty_midi raise many types for bad bytes
-        raise MelodyError(f"{path} is not a readable MIDI file: {type(e).__name__}: {e}") from e
+        pm = open_midi(path)
+    except ValueError as e:
+        raise MelodyError(str(e)) from e
     if not any(i.notes for i in pm.instruments):
         raise MelodyError(f"{path} holds no notes")
     lines = [i for i in pm.instruments if i.notes and not i.is_drum]

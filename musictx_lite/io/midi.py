@@ -83,8 +83,8 @@ def midi_to_grid(pm) -> np.ndarray:
     return grid
 
 
-def read_midi(path: str | os.PathLike) -> np.ndarray:
-    """Read a four-voice MIDI file into a pitch grid; clear errors for bad files."""
+def open_midi(path: str | os.PathLike):
+    """A MIDI file as ``PrettyMIDI``; clear errors for a missing, empty or unreadable file."""
     pretty_midi = _pretty_midi()
 
     path = Path(path)
@@ -93,9 +93,14 @@ def read_midi(path: str | os.PathLike) -> np.ndarray:
     if path.stat().st_size == 0:
         raise ValueError(f"{path} is empty, not a MIDI file")
     try:
-        pm = pretty_midi.PrettyMIDI(str(path))
+        return pretty_midi.PrettyMIDI(str(path))
     except Exception as e:  # mido and pretty_midi raise many types for bad bytes
         raise ValueError(f"{path} is not a readable MIDI file: {type(e).__name__}: {e}") from e
+
+
+def read_midi(path: str | os.PathLike) -> np.ndarray:
+    """Read a four-voice MIDI file into a pitch grid; clear errors for bad files."""
+    pm = open_midi(path)
     try:
         return midi_to_grid(pm)
     except ValueError as e:
