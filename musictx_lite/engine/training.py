@@ -225,7 +225,8 @@ class Run:
 
             self.batches = soft_crops(model, data, cfg, self.device, out_dir if w.main else None, seed,
                                       say if w.main else None)
-        else:
+        else:                                        # crops of cfg.context tokens: model.context is the window
+            # a model sees when scored or sampling, None for an LSTM, which reads a whole piece
             self.batches = (self.task.sampler(data.train, model.cfg.context, seed, transpose=True)
                             if cfg.transpose else self.task.sampler(data.train, model.cfg.context, seed))
         decay = [p for p in model.parameters() if p.dim() >= 2]
