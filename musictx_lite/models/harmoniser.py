@@ -141,6 +141,22 @@ class Harmoniser(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
+    @torch.no_grad()
+    def start_from(self, decoder: nn.Module) -> "Harmoniser":
+        """Take the weights of a trained decoder of the same size (chapter 8's ``relative``, a shipped model):
+        its embedding, its blocks' self-attention, feed-forward and LayerNorms, its read-out. Each
+        cross-attention's output starts at zero, so the harmoniser begins as exactly that decoder, and
+        training can only add what the melody's future tells it."""
+        self.tok_emb.load_state_dict(decoder.tok_emb.state_dict())
+        for mine, theirs in zip(self.blocks, decoder.blocks, strict=True):
+            for a, b in (("mixer", "mixer"), ("ln1", "ln1"), ("ln3", "ln2"), ("ff", "ff")):
+                getattr(mine, a).load_state_dict(getattr(theirs, b).state_dict())
+            nn.init.zeros_(mine.cross.proj.weight)
+            nn.init.zeros_(mine.cross.proj.bias)
+        self.ln_f.load_state_dict(decoder.ln_f.state_dict())
+        self.readout.load_state_dict(decoder.readout.state_dict())
+        return self
+
     def encode(self, melody: torch.Tensor) -> torch.Tensor:
         """The encoder's output (B, S, C) for the soprano tokens (B, S), one per step."""
         m = self.drop(self.mel_emb(melody))                               # (B, S, C)

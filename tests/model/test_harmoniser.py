@@ -175,3 +175,15 @@ def test_a_harmoniser_built_by_hand_samples_without_a_cache(chorales):
     forced = np.full(24, -1)
     forced[0::4] = soprano
     np.testing.assert_array_equal(generate(plain, None, 6, forced=forced)[1::4], soprano)
+
+
+def test_a_harmoniser_started_from_a_decoder_begins_as_that_decoder(chorales):
+    torch.manual_seed(0)
+    decoder = build_model("relative", CFG).eval()
+    h = build_model("harmoniser", CFG).start_from(decoder).eval()
+    x = torch.as_tensor(encode(chorales.valid[0].pitches)[:64])[None]
+    with torch.no_grad():
+        torch.testing.assert_close(h(x), decoder(x))                        # the cross branch adds zero
+    assert all((b.cross.proj.weight == 0).all() for b in h.blocks)
+    with pytest.raises(ValueError):                                         # a decoder of another depth
+        h.start_from(build_model("relative", ModelConfig(n_embd=32, n_heads=2, n_layers=1, context=64)))
