@@ -119,6 +119,8 @@ def cmd_train(a: argparse.Namespace) -> None:
     from .models.registry import n_params
 
     _check_writable(a.out, "--out", directory=True)
+    if a.freeze and a.start_from is None:
+        raise ValueError("--freeze keeps the weights --start-from takes: give --start-from too")
     device = a.device if a.device is not None else _default_device()
     joined = distributed.setup(device)               # under torchrun: join the other ranks
     try:
@@ -128,7 +130,8 @@ def cmd_train(a: argparse.Namespace) -> None:
         p = get_profile(a.profile)
         mcfg = p.model_config(a.model)
         over = {k: v for k, v in (("max_steps", a.steps), ("seed", a.seed), ("batch_size", a.batch_size),
-                                  ("micro_batch", a.micro_batch), ("teacher_weight", a.teacher_weight))
+                                  ("micro_batch", a.micro_batch), ("teacher_weight", a.teacher_weight),
+                                  ("lr", a.lr))
                 if v is not None}
         if a.teachers:
             for t in a.teachers:
@@ -138,6 +141,9 @@ def cmd_train(a: argparse.Namespace) -> None:
         data = load_data(a.data)
         torch.manual_seed(tcfg.seed)
         model = build_model(a.model, mcfg)
+        if a.start_from is not None:
+            _start_from(model, a.model, a.start_from, a.freeze)
+            say(f"starting from the shipped {a.start_from!r} (a resumed run goes on from its checkpoint)")
         ranks = f"; {joined[0].size} ranks on {device.type}" if joined is not None else ""
         say(f"profile {p.name}: {a.model}, {n_params(model):,} parameters, {tcfg.max_steps} steps; "
             f"data: {data.source}{ranks}")
@@ -147,6 +153,24 @@ def cmd_train(a: argparse.Namespace) -> None:
         say(f"valid NLL: {hist.final_nll:.4f} nats/token")
     finally:
         distributed.teardown()
+
+
+def _start_from(model, name: str, source: str, freeze: bool = False) -> None:
+    """Begin ``model`` as the shipped decoder ``source`` (``Harmoniser.start_from``), with a clear error where
+    it cannot: a model without ``start_from``, or a decoder of another size."""
+    from . import pretrained
+
+    if not hasattr(model, "start_from"):
+        raise ValueError(f"--start-from: {name} cannot start from a decoder's weights (the harmoniser can)")
+    dec = pretrained(source, device="cpu")
+    mine, theirs = model.cfg.to_dict(), dec.cfg.to_dict()
+    differ = {k: (mine[k], theirs[k]) for k in ("n_layers", "n_heads", "n_embd", "vocab_size")
+              if mine.get(k) != theirs.get(k)}
+    if differ:
+        raise ValueError(f"--start-from {source}: its size differs from this profile's {name} "
+                         + ", ".join(f"{k} {a} here, {b} there" for k, (a, b) in differ.items())
+                         + " (the paper profile matches the shipped models)")
+    model.start_from(dec, freeze=freeze)
 
 
 def _midi_prompt(path: str, n_steps: int | None) -> tuple[np.ndarray, str]:
@@ -502,6 +526,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="distil: train on the mean predictions of these trained runs (chapter 11)")
     t.add_argument("--teacher-weight", type=_number(float, lambda v: 0 < v <= 1, "in (0, 1]"), default=None,
                    help="with --teachers: the teachers' share of each target (default 1)")
+    t.add_argument("--lr", type=positive_float, default=None, help="override the profile's peak learning rate")
+    t.add_argument("--start-from", default=None, choices=PRETRAINED, metavar="NAME",
+                   help="begin as this shipped decoder (the harmoniser: its self-attention, feed-forward and "
+                        "read-out; cross-attention starts at zero), then train")
+    t.add_argument("--freeze", action="store_true",
+                   help="with --start-from: keep the weights taken fixed; train only what is new")
     t.set_defaults(func=cmd_train)
 
     g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file", parents=[data, cpu])

@@ -489,3 +489,34 @@ def test_cli_harmonise_bad_input_is_one_line_and_writes_nothing(args, needle, tm
     assert code == 1 and err.strip().count("\n") == 0
     assert_clean_error(code, err, needle)
     assert set(tmp_path.iterdir()) == before                   # nothing written
+
+
+START_FROM_BAD = {
+    "not a harmoniser": (("--model", "relative", "--start-from", "relative"), "relative cannot start from"),
+    "another size": (("--model", "harmoniser", "--start-from", "relative", "--profile", "smoke"),
+                     "its size differs", "n_embd 32 here, 128 there"),
+    "freeze alone": (("--model", "harmoniser", "--freeze"), "--freeze keeps the weights --start-from takes"),
+}
+
+
+@pytest.mark.parametrize("args, needles", [(v[0], v[1:]) for v in START_FROM_BAD.values()],
+                         ids=START_FROM_BAD.keys())
+def test_train_start_from_refuses_what_it_cannot_start(args, needles, tmp_path, capsys):
+    code, err, _ = main_error(["train", *args, "--out", tmp_path / "run", "--steps", "1"], capsys)
+    assert_clean_error(code, err, *needles)
+    assert not (tmp_path / "run" / "ckpt.pt").exists()                      # nothing trained
+
+
+def test_train_start_from_the_shipped_decoder_begins_as_it(tmp_path, capsys, chorales):
+    """``train --model harmoniser --profile paper --start-from relative --freeze``: before any step the
+    harmoniser's NLL of the alto, tenor and bass equals the shipped decoder's on the same tokens."""
+    from musictx_lite import pretrained
+    from musictx_lite.engine.distil import load_teacher
+    from musictx_lite.models.tasks import voice_nlls
+
+    main(["train", "--model", "harmoniser", "--profile", "paper", "--start-from", "relative", "--freeze",
+          "--steps", "1", "--lr", "1e-9", "--out", str(tmp_path / "h"), "--quiet"])
+    assert "starting from the shipped 'relative'" in capsys.readouterr().out
+    few = chorales.valid[:2]
+    got = voice_nlls(load_teacher(tmp_path / "h"), few)["ATB"]
+    assert abs(got - voice_nlls(pretrained("relative", device="cpu"), few)["ATB"]) < 1e-4

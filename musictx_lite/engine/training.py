@@ -229,8 +229,9 @@ class Run:
             # a model sees when scored or sampling, None for an LSTM, which reads a whole piece
             self.batches = (self.task.sampler(data.train, model.cfg.context, seed, transpose=True)
                             if cfg.transpose else self.task.sampler(data.train, model.cfg.context, seed))
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        learnt = [p for p in model.parameters() if p.requires_grad]     # a frozen part (start_from) stays
+        decay = [p for p in learnt if p.dim() >= 2]
+        no_decay = [p for p in learnt if p.dim() < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
         self.autocast, self.scaler = amp(self.device, cfg.cpu_bf16)

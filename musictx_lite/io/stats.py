@@ -368,3 +368,40 @@ def format_table(rows: dict[str, dict], keys=STATS, intervals: dict[str, dict] |
             lines.append(f"{'  95% interval':24s}"
                          + "".join(f"{cell(k, ci[k][0]).rstrip('%') + '-' + cell(k, ci[k][1]):>13s}" for k in keys))
     return "\n".join(lines)
+
+
+# Complete chords, as pitch-class sets above their root: the four triads and five seventh chords of common
+# practice. A chord is complete when every one of its tones sounds (in four voices: a triad with one tone
+# doubled, or a seventh chord with none).
+TRIADS = {"major": (0, 4, 7), "minor": (0, 3, 7), "diminished": (0, 3, 6), "augmented": (0, 4, 8)}
+SEVENTHS = {"dominant 7th": (0, 4, 7, 10), "major 7th": (0, 4, 7, 11), "minor 7th": (0, 3, 7, 10),
+            "half-diminished 7th": (0, 3, 6, 10), "diminished 7th": (0, 3, 6, 9)}
+_CHORDS = {frozenset((r + i) % 12 for i in shape) for shape in (*TRIADS.values(), *SEVENTHS.values())
+           for r in range(12)}
+
+
+def complete_chord(pitches) -> bool:
+    """Do the sounding ``pitches`` (MIDI numbers, -1 for rest) form a complete triad or seventh chord
+    (``TRIADS``, ``SEVENTHS``): their pitch classes exactly one such chord's, in any inversion and spacing?"""
+    pcs = frozenset(int(p) % 12 for p in pitches if p >= 0)
+    return pcs in _CHORDS
+
+
+def chord_counts(grid: np.ndarray, start: int = 0) -> tuple[int, int]:
+    """(beats whose four voices sound a complete triad or seventh chord, beats with all four sounding), over
+    the quarter-note beats of a grid whose step t is step start + t of its piece ((start + t) mod 4 = 0)."""
+    g = np.asarray(grid)
+    beats = g[(start + np.arange(len(g))) % 4 == 0]
+    full = beats[(beats >= 0).all(1)]
+    return sum(complete_chord(row) for row in full), len(full)
+
+
+def complete_chords(grids, start: int = 0) -> float:
+    """The share of beats, pooled over ``grids``, on which the four voices sound a complete triad or seventh
+    chord (``chord_counts``): a harmonic statistic that the voice-leading ones above do not see. A beat with
+    a voice resting is not counted; a passing dissonance on the beat, an incomplete chord (a triad without
+    its fifth, a seventh without its fifth) and a suspension count as not complete."""
+    hit, n = np.sum([chord_counts(g, start) for g in _grids(grids)], axis=0)
+    if n == 0:
+        raise ValueError("no beat with all four voices sounding")
+    return float(hit / n)

@@ -142,11 +142,12 @@ class Harmoniser(nn.Module):
         self.readout = nn.Linear(cfg.n_embd, cfg.vocab_size)
 
     @torch.no_grad()
-    def start_from(self, decoder: nn.Module) -> "Harmoniser":
+    def start_from(self, decoder: nn.Module, freeze: bool = False) -> "Harmoniser":
         """Take the weights of a trained decoder of the same size (chapter 8's ``relative``, a shipped model):
         its embedding, its blocks' self-attention, feed-forward and LayerNorms, its read-out. Each
         cross-attention's output starts at zero, so the harmoniser begins as exactly that decoder, and
-        training can only add what the melody's future tells it."""
+        training can only add what the melody's future tells it. With ``freeze``, the weights taken stay
+        fixed (``requires_grad`` off): only the encoder and the cross-attentions learn."""
         self.tok_emb.load_state_dict(decoder.tok_emb.state_dict())
         for mine, theirs in zip(self.blocks, decoder.blocks, strict=True):
             for a, b in (("mixer", "mixer"), ("ln1", "ln1"), ("ln3", "ln2"), ("ff", "ff")):
@@ -155,6 +156,10 @@ class Harmoniser(nn.Module):
             nn.init.zeros_(mine.cross.proj.bias)
         self.ln_f.load_state_dict(decoder.ln_f.state_dict())
         self.readout.load_state_dict(decoder.readout.state_dict())
+        taken = [self.tok_emb, self.ln_f, self.readout] + [getattr(b, a) for b in self.blocks
+                                                           for a in ("mixer", "ln1", "ln3", "ff")]
+        for part in taken:
+            part.requires_grad_(not freeze)
         return self
 
     def encode(self, melody: torch.Tensor) -> torch.Tensor:

@@ -218,3 +218,30 @@ def test_repeat_lags_find_a_bar_that_comes_back():
     assert repeat_lags([g])["none"] == 1
     held = np.tile(np.array([[67, 64, 60, 48]]), (40, 1))  # one chord held: every step repeats its neighbour
     assert repeat_lags([held])["1-32"] == pytest.approx(23 / 40)   # steps 17..39 (a bar before t - 1)
+
+
+@pytest.mark.parametrize("chord, complete", [
+    ((60, 64, 67, 48), True),            # C major, root doubled in the bass
+    ((67, 64, 60, 52), True),            # C major, first inversion
+    ((71, 65, 62, 55), True),            # G7, complete
+    ((72, 64, 60, 48), False),           # C and E only: the fifth is missing
+    ((69, 65, 60, 50), True),            # D F A C: D minor 7th
+    ((68, 65, 62, 47), True),            # B D F Ab: diminished 7th
+    ((61, 60, 59, 58), False),           # a cluster
+    ((72, 67, 64, -1), True),            # the sounding notes are read (chord_counts skips a beat with a rest)
+])
+def test_complete_chord_names_the_triads_and_seventh_chords(chord, complete):
+    from musictx_lite.io.stats import complete_chord
+
+    assert complete_chord(chord) == complete
+
+
+def test_chord_counts_read_only_the_beats_with_all_four_voices():
+    from musictx_lite.io.stats import chord_counts, complete_chords
+
+    grid = np.array([[72, 67, 64, 48]] * 4 + [[72, 65, 64, 48]] * 4 + [[72, 67, 64, -1]] * 4)
+    assert chord_counts(grid) == (1, 2)          # beat 0 complete, beat 1 (C F E C) not, beat 2 has a rest
+    assert chord_counts(grid, start=1) == (1, 2)  # beats at steps 3 and 7: one of each
+    assert complete_chords([grid, grid[:4]]) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        complete_chords([grid[8:]])

@@ -187,3 +187,20 @@ def test_a_harmoniser_started_from_a_decoder_begins_as_that_decoder(chorales):
     assert all((b.cross.proj.weight == 0).all() for b in h.blocks)
     with pytest.raises(ValueError):                                         # a decoder of another depth
         h.start_from(build_model("relative", ModelConfig(n_embd=32, n_heads=2, n_layers=1, context=64)))
+
+
+def test_a_frozen_start_trains_only_the_encoder_and_the_cross_attention(chorales):
+    """``start_from(freeze=True)``: the decoder's weights stay exactly as taken; the encoder and each
+    cross-attention learn (one step of the book's loop moves them), and the model still starts as the decoder."""
+    torch.manual_seed(0)
+    decoder = build_model("relative", CFG).eval()
+    h = build_model("harmoniser", CFG).start_from(decoder, freeze=True)
+    learns = {n.split(".")[0] if not n.startswith("blocks") else n.split(".")[2]
+              for n, p in h.named_parameters() if p.requires_grad}
+    assert learns == {"mel_emb", "encoder", "ln_enc", "cross", "ln2"}        # ln2: the cross-attention's LN
+    before = {n: p.detach().clone() for n, p in h.named_parameters()}
+    train(h, chorales, TrainConfig(batch_size=2, max_steps=2, eval_every=2, warmup_steps=0, lr=1e-2))
+    moved = {n for n, p in h.named_parameters() if not torch.equal(p, before[n])}
+    assert moved and all(h.get_parameter(n).requires_grad for n in moved)     # only what learns moved
+    assert any(".cross." in n for n in moved) and any(n.startswith("encoder.") for n in moved)
+    assert torch.equal(h.blocks[0].ff.net[0].weight, decoder.blocks[0].ff.net[0].weight)
