@@ -289,3 +289,130 @@ def test_widgets_on_an_accelerator(pieces):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(box.state["weights"], want_maps[-1][1, box.state["query"]], atol=1e-5, rtol=1e-4)
     assert (music == want_music).all()
+
+
+# ---------------------------------------------------------------- harmoniser (chapter 12)
+
+TUNE = "4/4 C4 C D E F G2"              # C3 to G3: moved an octave up into the soprano's range; C repeated
+
+
+@pytest.fixture
+def harmonise_spy(monkeypatch):
+    """Record every call of harmonise made by the widgets."""
+    from musictx_lite.engine.harmonise import harmonise as real
+
+    calls = []
+
+    def harmonise(*args, **kw):
+        calls.append(args[2:])                                              # (temperature, seed)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(widgets, "harmonise", harmonise)
+    return calls
+
+
+def test_harmonise_tune_keeps_the_melody_and_its_repeated_notes(model):
+    from musictx_lite.engine.harmonise import harmonise
+    from musictx_lite.io.melody import read_melody
+
+    grid, onsets, melody = widgets.harmonise_tune(model, TUNE, temperature=0.8, seed=3)
+    want = read_melody("tinyNotation: " + TUNE)
+    assert melody.shift == 12 and (melody.pitches == want.pitches).all()
+    assert grid.shape == (28, 4) and (grid[:, 0] == want.pitches).all() and grid[0, 0] == 60
+    assert (grid == harmonise(model, want.pitches, 0.8, 3)).all()
+    assert onsets.shape == (28, 4) and (onsets[:, 0] == want.onsets).all()
+    assert onsets[4, 0] and grid[4, 0] == grid[3, 0]                       # the second C is struck again
+    changed = np.vstack([np.ones((1, 3), bool), grid[1:, 1:] != grid[:-1, 1:]]) & (grid[:, 1:] >= 0)
+    assert (onsets[:, 1:] == changed).all()
+    with pytest.raises(ValueError, match="cannot harmonise"):
+        widgets.harmonise_tune(mtx.build_model("fill", mtx.ModelConfig(n_embd=16)), TUNE)
+
+
+def test_harmonise_widget_harmonises_the_typed_melody(model, harmonise_spy):
+    from musictx_lite.io.melody import read_melody
+
+    box = widgets.harmonise_widget(model)
+    assert len(harmonise_spy) == 1 and (box.state["grid"][:, 0] == read_melody(widgets._tiny(widgets.ODE_TO_JOY))
+                                        .pitches).all()
+    c = box.controls
+    c["melody"].value, c["temperature"].value, c["seed"].value = TUNE, 1.35, 7
+    assert len(harmonise_spy) == 1                                          # the button harmonises, not the controls
+    box.button.click()
+    assert harmonise_spy[-1] == (1.35, 7)
+    want = read_melody("tinyNotation: " + TUNE)
+    grid = box.state["grid"]
+    assert grid.shape == (28, 4) and (grid[:, 0] == want.pitches).all()
+    assert box.state["melody"].log == want.log and box.state["temperature"] == 1.35 and box.state["seed"] == 7
+    assert "moved +12 semitones" in box.views["log"].value and "6 notes, 28 16th steps" in box.views["log"].value
+    assert box.views["audio"].value.count("<audio") == 1 and "data:audio/midi;base64," in box.views["audio"].value
+    assert box.views["score"].value.count('class="musictx-score"') == 1 and "<svg" in box.views["score"].value
+    assert "28 steps harmonised by" in box.views["status"].value and "error" not in box.views["status"].value
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the melody is empty"),
+    ("garbage !!! ###", "the melody holds no notes"),
+    ("4/4 CC4 c'''4", "spans 60 semitones"),
+    ("4/4 c'4 d'64 e'4", "does not fit the 16th-note grid"),
+])
+def test_harmonise_widget_shows_a_bad_melody_as_an_error_line(model, harmonise_spy, text, message):
+    from musictx_lite.io.melody import MelodyError, read_melody
+
+    box = widgets.harmonise_widget(model, melody=TUNE)
+    assert box.views["score"].value and box.views["audio"].value and len(harmonise_spy) == 1
+    box.controls["melody"].value = text
+    box.button.click()                                                      # no exception
+    with pytest.raises(MelodyError) as refused:
+        read_melody("tinyNotation: " + text)
+    status = box.views["status"].value
+    assert message in status and status == f"<b>error:</b> {widgets.html.escape(str(refused.value))}"
+    assert "\n" not in status and "Traceback" not in status
+    assert [box.views[v].value for v in ("log", "audio", "score")] == ["", "", ""]   # no stale harmonisation
+    assert box.state["error"] == str(refused.value) and "grid" not in box.state
+    assert len(harmonise_spy) == 1                                          # refused before the model
+    box.controls["melody"].value = TUNE
+    box.button.click()
+    assert box.state["grid"].shape == (28, 4) and "<svg" in box.views["score"].value
+
+
+def test_harmonise_fallback_has_one_score_and_player_per_example(model, pieces):
+    examples = [("Twinkle", widgets.TWINKLE), ("Low tune", TUNE), ("A chorale", pieces[0].pitches[:16])]
+    page = widgets.harmonise_fallback(model, examples, seed=2).data
+    assert page.count("<audio") == 3 and page.count("data:audio/midi;base64,") == 3
+    assert page.count('class="musictx-score"') == 3 and page.count("<svg") >= 3
+    assert all(f"<b>{title}</b>" in page for title, _ in examples)
+    assert page.count("Harmonised by") == 2 and "moved +12 semitones" in page    # the grid is shown as it is
+    assert "Static version of the harmoniser" in page and "open this chapter in Colab or Jupyter" in page
+    one = widgets.harmonise_fallback(None, examples[2:]).data                     # a grid needs no model
+    assert one.count("<audio") == 1 and one.count('class="musictx-score"') == 1
+    with pytest.raises(ValueError, match="give the model"):
+        widgets.harmonise_fallback(None, examples[:1])
+    with pytest.raises(TypeError, match="examples"):
+        widgets.harmonise_fallback(model, [])
+
+
+def test_explore_harmoniser_live_static_and_its_default_model(model, monkeypatch):
+    import IPython.display
+
+    from musictx_lite.study import hub
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    for kind in ("widget", "fallback"):
+        monkeypatch.setattr(widgets, f"harmonise_{kind}", lambda *a, _k=kind: (_k, a))
+    examples = [("Twinkle", widgets.TWINKLE)]
+    monkeypatch.setenv(widgets.MODE_VAR, "static")
+    widgets.explore_harmoniser(model, examples, melody=TUNE, temperature=0.9, seed=4)
+    monkeypatch.setenv(widgets.MODE_VAR, "live")
+    widgets.explore_harmoniser(model, examples, melody=TUNE, temperature=0.9, seed=4)
+    assert shown == [("fallback", (model, examples, 0.9, 4)), ("widget", (model, TUNE, 0.9, 4))]
+    loaded = []
+    monkeypatch.setattr(hub, "pretrained", lambda name="relative", device=None: loaded.append(name) or model)
+    shipped = (hub.HERE / "harmoniser.pt").exists() and (hub.HERE / "harmoniser.json").exists()
+    assert widgets._default_harmoniser() is model and loaded == ["harmoniser" if shipped else "relative"]
+    monkeypatch.setattr(hub, "_check", lambda name: None)                     # as if the harmoniser were shipped
+    widgets._default_harmoniser()
+    assert loaded[-1] == "harmoniser"
+    monkeypatch.setattr(hub, "_check", lambda name: (_ for _ in ()).throw(ValueError("no pretrained model")))
+    widgets._default_harmoniser()
+    assert loaded[-1] == "relative"
