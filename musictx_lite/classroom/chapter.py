@@ -76,6 +76,7 @@ CHAPTER_RUNS: dict[int, list[tuple]] = {
     10: [("fnet", 1, 1, {}, {}), ("fnet-matrix", 1, 1, {}, {}), ("fnet-conv", 1, 1, {}, {}),
          ("relative", 1, 1, {}, {})],
     11: "compare",          # every compared model once, and exercise 11.1's two models again (seed 1)
+    12: [("harmoniser", 1, 1, {}, {}), ("coconet", 1, 1, {}, {})],
 }
 
 

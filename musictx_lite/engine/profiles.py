@@ -68,7 +68,10 @@ class Profile:
 
 # The size classes a model's record can name. "decoder" is every decoder of chapters 6-11: they share
 # chapter 5's shape in each profile, and only positions and the mixer change.
-SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder")
+SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder", "harmoniser")
+# Chapter 12's encoder-decoder starts from the shipped ``relative`` decoder (``Harmoniser.start_from``), so in
+# every profile it has that decoder's shape (the recipe's); the profiles set its budget.
+SHIPPED_SHAPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1)
 
 PROFILES = {
     "smoke": Profile(
@@ -79,7 +82,8 @@ PROFILES = {
         sample_steps=16,
         notes="CI: seconds per chapter; numbers mean nothing",
         unchecked="the smoke profile trains for seconds: its numbers mean nothing",
-        sizes={**{size: {} for size in SIZES}, "fill": dict(batch_size=64)},
+        sizes={**{size: {} for size in SIZES}, "fill": dict(batch_size=64),
+               "harmoniser": dict(SHIPPED_SHAPE, batch_size=4, max_steps=4, eval_every=4, ckpt_every=4)},
         comparison=dict(eval_every=5),
     ),
     "cpu": Profile(
@@ -98,6 +102,10 @@ PROFILES = {
             # higher rate for the short run
             "decoder": dict(n_embd=64, n_layers=3, n_heads=4, max_steps=400, eval_every=100, ckpt_every=100,
                             lr=6e-3),
+            # chapter 12's encoder-decoder, the shipped decoder's shape, its encoder and cross-attention
+            # trained over the frozen decoder: about 90 s of the chapter's 3 minutes
+            "harmoniser": dict(SHIPPED_SHAPE, batch_size=16, max_steps=200, warmup_steps=20, lr=3e-3,
+                               eval_every=100, ckpt_every=100, transpose=True, cpu_bf16=True),
         },
         # chapter 11 trains 17 models within its 3 minutes: chapters 6-9's size for 120 steps
         comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,
@@ -120,7 +128,8 @@ PROFILES["paper"] = Profile(
     sample_steps=64,
     notes="the paper-level recipe of chapter 11 (reproduce jsb, compare): hours on a CPU, minutes on a GPU",
     unchecked="the chapters were not written for the paper profile",
-    sizes={**{size: {} for size in SIZES}, "fill": dict(transpose=False), "lstm": RECIPE_LSTM},
+    sizes={**{size: {} for size in SIZES}, "fill": dict(transpose=False), "lstm": RECIPE_LSTM,
+           "harmoniser": SHIPPED_SHAPE},
     comparison={},                       # compare --profile paper: every model with the whole recipe
     comparison_sizes={"lstm": RECIPE_LSTM},
 )
@@ -153,7 +162,8 @@ PROFILES["gpu"] = Profile(
            # chapters 3 and 4 come before dropout (chapter 5)
            "one-head": dict(n_layers=1, dropout=0.0),
            "multi-head": dict(n_layers=1, dropout=0.0),
-           "transformer": dict(n_embd=64, n_layers=3, n_heads=4)},
+           "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
+           "harmoniser": dict(SHIPPED_SHAPE, max_steps=800, eval_every=200, ckpt_every=200)},
     comparison=dict(max_steps=800, warmup_steps=100, eval_every=200, ckpt_every=200),
     unchecked="the gpu profile's chapters have not yet all run on a GPU, so what they read is printed, "
               "not asserted",

@@ -119,7 +119,7 @@ MODELS: dict[str, Spec] = {
     "relative-voice": Spec(lambda cfg: block_decoder(cfg, relative_global, VoiceEmbedding), 11, "decoder",
                            paper="+ voice embedding"),
     # chapter 12: an encoder over the melody and chapter 8's decoder with cross-attention to it
-    "harmoniser": Spec(Harmoniser, 12, "decoder", left_out="harmonises a given melody, another task (chapter 12)"),
+    "harmoniser": Spec(Harmoniser, 12, "harmoniser", left_out="harmonises a given melody, another task (chapter 12)"),
     # chapter 12, Coconet's way: fill in any hidden notes, harmonise by Gibbs sampling
     "coconet": Spec(Coconet, 12, "decoder", left_out="fills in hidden notes, another task (chapter 12)"),
 }

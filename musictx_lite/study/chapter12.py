@@ -208,3 +208,23 @@ def speed_reading(res: dict) -> str:
     return (f"Harmonising {rows[0]['bars']} bars on {res['speed']['device']} took: {said}. "
             + (f"The target, {SECONDS:g} s, is met by " + ", ".join(LABELS.get(r['way'], r['way']) for r in fast)
                + "." if fast else f"None meets the target of {SECONDS:g} s."))
+
+
+# A melody from outside the corpus: a German folk song of the Essen collection, in music21's corpus.
+FOLK = ("essenFolksong/altdeu10", 31)
+
+
+def folk_melody(opus: str = FOLK[0], number: int = FOLK[1]):
+    """(title, ``Melody``) of tune ``number`` of a music21 corpus collection, read as a musician's file is:
+    written as MusicXML, then ``read_melody``."""
+    import tempfile
+
+    from music21 import corpus
+
+    from ..io.melody import read_melody
+
+    tune = corpus.parse(opus).scores[number]
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "tune.musicxml"
+        tune.write("musicxml", fp=str(path))
+        return tune.metadata.title, read_melody(path)

@@ -14,7 +14,7 @@ from virtual_device import VirtualDevice  # tests/virtual_device.py
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.classroom import checkers
 from musictx_lite.classroom.checkers import CHECKERS, checkers_for
-from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11
+from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11, ch12
 from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.models.fnet import causal_fft_conv
 from musictx_lite.models.positions import LearnedPositions, sinusoids
@@ -22,7 +22,7 @@ from musictx_lite.models.relative import skew
 
 # the exercises whose text asks for a function or a module
 WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.2", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
-             "11.1", "11.2"]
+             "11.1", "11.2", "12.1", "12.2", "12.3"]
 
 
 def run(capsys, key: str, *args, **kwargs) -> tuple[bool, str]:
@@ -40,6 +40,7 @@ REFERENCES = {
     "8.1": (skew, ch8.skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
     "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
     "11.1": (ch11.paired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
+    "12.1": (ch12.cross_attention,), "12.2": (ch12.harmonise_greedy,), "12.3": (ch12.future_moves,),
 }
 
 
@@ -55,9 +56,10 @@ def test_checkers_for_a_chapter():
     assert checkers_for(9) == ["check_9_1", "check_9_2", "check_9_3"]
     assert checkers_for(10) == ["check_10_1", "check_10_2", "check_10_3"]
     assert checkers_for(0) == [] and checkers_for(7) == []
-    assert sum(len(checkers_for(c)) for c in range(12)) == len(CHECKERS)
-    for bad in (12, -1, "5", 5.0):
-        with pytest.raises(ValueError, match="chapter must be an integer from 0 to 11"):
+    assert checkers_for(12) == ["check_12_1", "check_12_2", "check_12_3"]
+    assert sum(len(checkers_for(c)) for c in range(13)) == len(CHECKERS)
+    for bad in (13, -1, "5", 5.0):
+        with pytest.raises(ValueError, match="chapter must be an integer from 0 to 12"):
             checkers_for(bad)
 
 
@@ -269,6 +271,64 @@ def _speedup_from_zero(cached, reencoded, n):
     return sum(reencoded[k] * (t ** k).sum() for k in range(3)) / sum(cached[k] * (t ** k).sum() for k in range(3))
 
 
+def _cross_causal(x, memory, Wq, Wk, Wv, n_heads):
+    (B, T, C), S = x.shape, memory.shape[1]
+    hs = C // n_heads
+    q = (x @ Wq).view(B, T, n_heads, hs).transpose(1, 2)
+    k, v = ((memory @ W).view(B, S, n_heads, hs).transpose(1, 2) for W in (Wk, Wv))
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(hs)).masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(),
+                                                                  float("-inf"))
+    return (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+
+
+def _cross_keys_from_x(x, memory, Wq, Wk, Wv, n_heads):
+    return ch12.cross_attention(x, x, Wq, Wk, Wv, n_heads)
+
+
+def _cross_queries_from_memory(x, memory, Wq, Wk, Wv, n_heads):
+    return ch12.cross_attention(memory, x, Wq, Wk, Wv, n_heads)
+
+
+@torch.no_grad()
+def _greedy(model, soprano, ban=(0, 1, 3, 4), force=True):
+    idx = torch.tensor([[1]])                                               # BOS
+    for i in range(4 * len(soprano)):
+        logits = model(idx)[0, -1]
+        logits[list(ban)] = float("-inf")
+        nxt = soprano[i // 4].view(1, 1) if force and i % 4 == 0 else logits.argmax().view(1, 1)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx[0]
+
+
+def _greedy_overwritten(model, soprano):
+    out = _greedy(model, soprano, force=False)
+    out[1::4] = soprano
+    return out
+
+
+@torch.no_grad()
+def _greedy_sampled(model, soprano):
+    torch.manual_seed(0)
+    idx = torch.tensor([[1]])
+    for i in range(4 * len(soprano)):
+        logits = model(idx)[0, -1]
+        logits[[0, 1, 3, 4]] = float("-inf")
+        nxt = soprano[i // 4].view(1, 1) if i % 4 == 0 else torch.multinomial(logits.softmax(-1), 1).view(1, 1)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx[0]
+
+
+def _moved(model, tokens, t, fixed_memory=True, steps=None, upto=0):
+    x, p = tokens[None], 4 * (t + 1) + 1
+    x2 = x.clone()
+    x2[:, p::4] += (x2[:, p::4] >= 5).long()
+    with torch.no_grad():
+        m, m2 = model.encode(x[:, 1::4]), model.encode(x2[:, 1::4])
+        y2 = model(x2, melody=x[:, 1::4]) if fixed_memory else model(x2)
+        enc = (m2 - m)[:, : (t + 1 if steps is None else steps)].abs().max().item()
+        return enc, (y2 - model(x))[:, : p + upto].abs().max().item()
+
+
 def _raise(*args, **kwargs):
     raise ValueError("not written yet")
 
@@ -330,6 +390,23 @@ PLANTED = [
     ("11.2", (_fit_polyfit_order,), "highest power first: reverse it"),
     ("11.2", (ch11.fit_cost, _speedup_from_zero), "it matches a sum over t = 0 .. n - 1"),
     ("11.2", (_raise,), "fit(rows, 'cached', 1) raised ValueError: not written yet"),
+    ("12.1", (_cross_causal,), "it matches a causal mask"),
+    ("12.1", (_cross_keys_from_x,), "it matches keys and values from x, not from the memory"),
+    ("12.1", (_cross_queries_from_memory,), "the output has shape (2, 5, 8), the memory's: the queries come from x"),
+    ("12.1", (lambda x, m, Wq, Wk, Wv, nh: ch12.cross_attention(x, m, Wq, Wk, Wv, 1),),
+     "it matches one head as wide as the model: n_heads unused"),
+    ("12.2", (lambda model, soprano: _greedy(model, soprano, ban=()),), "which generate never samples"),
+    ("12.2", (_greedy_overwritten,), "force each soprano token before the model writes the voices under it"),
+    ("12.2", (_greedy_sampled,), "(the argmax given the tokens before it, as generate(top_k=1) picks)"),
+    ("12.2", (lambda model, soprano: _greedy(model, soprano, force=False),), "force every soprano token"),
+    ("12.2", (lambda model, soprano: ch12.harmonise_greedy(model, soprano)[1:],), "without BOS"),
+    ("12.3", (lambda model, tokens, t: _moved(model, tokens, t, fixed_memory=False),),
+     "it matches the full model, whose memory follows the new melody"),
+    ("12.3", (lambda model, tokens, t: _moved(model, tokens, t, steps=99),),
+     "it matches the encoder's outputs of every step, the changed ones too"),
+    ("12.3", (lambda model, tokens, t: _moved(model, tokens, t, upto=1),), "position p the changed token itself"),
+    ("12.3", (lambda model, tokens, t: (0.0, 0.0),), "with t = 4 your encoder number is 0, the encoder's outputs"),
+    ("12.3", (_raise,), "your probe with t = 4 raised ValueError: not written yet"),
 ]
 
 
