@@ -235,7 +235,7 @@ METHODS = {"decoder": "relative", "harmoniser": "harmoniser", "coconet": "cocone
 
 
 def cmd_harmonise(a: argparse.Namespace) -> None:
-    from .engine.harmonise import harmonise
+    from .engine.harmonise import grid_onsets, harmonise
     from .io.melody import read_melody
     from .io.midi import write_midi
     from .study.hub import pretrained
@@ -252,8 +252,7 @@ def cmd_harmonise(a: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     grid = harmonise(model, melody.pitches, a.temperature, a.seed, a.top_k)
     seconds = time.perf_counter() - t0
-    onsets = np.vstack([np.ones((1, 4), bool), grid[1:] != grid[:-1]]) & (grid >= 0)   # a note starts on a change
-    onsets[:, 0] = melody.onsets                                     # the melody's own: repeated notes restruck
+    onsets = grid_onsets(grid, melody.onsets)                        # the melody's repeated notes restruck
     path = write_midi(grid, a.out, onsets)
     print(f"wrote {path}: {len(grid)} steps harmonised by the shipped {METHODS[a.method]} model "
           f"({a.method}) in {seconds:.2f} s, T = {a.temperature}, seed {a.seed}")

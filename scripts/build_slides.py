@@ -2,7 +2,7 @@
 
     python -m scripts.build_slides [--out _build/slides] [--build _build] [notebooks/NN_name.ipynb ...]
 
-Serves every chapter (0-11); ``make slides`` runs it after ``make book``. With no notebooks named,
+Serves every chapter (0-12); ``make slides`` runs it after ``make book``. With no notebooks named,
 every ``notebooks/NN_*.ipynb`` gets a deck, so a new chapter gets one for free.
 
 Where the outputs come from, in this order (the first that matches the chapter's source):

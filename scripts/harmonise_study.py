@@ -88,6 +88,9 @@ def main(argv=None) -> None:
         res["nll"][way] = s
         print(c12.nll_table(res), flush=True)
 
+    if "harmoniser" in models:
+        res["where"] = c12.gain_where(models["decoder"], models["harmoniser"], valid)
+        print(c12.where_reading(res), flush=True)
     bach = [p.pitches for p in test]
     res["music"]["bach"] = c12.music_row(bach)
     for way, model in models.items():

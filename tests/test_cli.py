@@ -472,7 +472,7 @@ HARMONISE_BAD = {
     "empty file": (("{tmp}/empty.mid",), "is empty"),
     "missing file": (("{tmp}/none.mid",), "not found"),
     "transpose out of range": (("--melody", "4/4 c'4 g'", "--transpose", "24"), "leaves the soprano's range"),
-    "no shipped harmoniser": (("--melody", "4/4 c'4", "--method", "harmoniser"), "no pretrained model 'harmoniser'"),
+    "no shipped Coconet": (("--melody", "4/4 c'4", "--method", "coconet"), "no pretrained model 'coconet'"),
 }
 
 

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 from .. import settings
 from ..classroom.plots import piano_roll
-from ..engine.harmonise import harmonise
+from ..engine.harmonise import grid_onsets, harmonise
 from ..engine.sample import generate, prompt_from
 from ..io.audio import Clip, play
 from ..io.data import Piece
@@ -464,16 +464,6 @@ def _tiny(text: str) -> str:
     """Text typed into the widget as tinyNotation for ``read_melody``: never a path, even when it looks like one."""
     text = str(text).strip()
     return text if text.startswith("tinyNotation:") else "tinyNotation: " + text
-
-
-def grid_onsets(grid: np.ndarray, melody_onsets: np.ndarray | None = None) -> np.ndarray:
-    """(steps, 4) where the notes of a harmonised ``grid`` start: on each change of pitch, and in the soprano
-    where the melody's notes start (``Melody.onsets``, (steps,)), so that its repeated notes are struck again."""
-    grid = np.asarray(grid)
-    onsets = np.vstack([np.ones((1, 4), bool), grid[1:] != grid[:-1]]) & (grid >= 0)
-    if melody_onsets is not None:
-        onsets[:, 0] = np.asarray(melody_onsets, dtype=bool)
-    return onsets
 
 
 def harmonise_tune(model: nn.Module, tune: str, temperature: float = 1.0,

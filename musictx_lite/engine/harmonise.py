@@ -48,6 +48,16 @@ def harmonise(model: nn.Module, melody: np.ndarray, temperature: float = 1.0, se
     return _checked(decode(tokens), melody)
 
 
+def grid_onsets(grid: np.ndarray, melody_onsets: np.ndarray | None = None) -> np.ndarray:
+    """(steps, 4) where the notes of a harmonised ``grid`` start: on each change of pitch, and in the soprano
+    where the melody's notes start (``Melody.onsets``, (steps,)), so that its repeated notes are struck again."""
+    grid = np.asarray(grid)
+    onsets = np.vstack([np.ones((1, 4), bool), grid[1:] != grid[:-1]]) & (grid >= 0)
+    if melody_onsets is not None:
+        onsets[:, 0] = np.asarray(melody_onsets, dtype=bool)
+    return onsets
+
+
 def _checked(grid: np.ndarray, melody: np.ndarray) -> np.ndarray:
     assert (grid[:, 0] == np.asarray(melody)).all()                 # the melody, exactly
     return grid

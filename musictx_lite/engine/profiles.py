@@ -105,7 +105,7 @@ PROFILES = {
             # chapter 12's encoder-decoder, the shipped decoder's shape, its encoder and cross-attention
             # trained over the frozen decoder: about 90 s of the chapter's 3 minutes
             "harmoniser": dict(SHIPPED_SHAPE, batch_size=16, max_steps=200, warmup_steps=20, lr=3e-3,
-                               eval_every=100, ckpt_every=100, transpose=True, cpu_bf16=True),
+                               eval_every=100, ckpt_every=100, eval_pieces=16, transpose=True, cpu_bf16=True),
         },
         # chapter 11 trains 17 models within its 3 minutes: chapters 6-9's size for 120 steps
         comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,

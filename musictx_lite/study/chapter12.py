@@ -32,7 +32,7 @@ import torch.nn as nn
 from ..engine.harmonise import harmonise
 from ..io.data import Piece
 from ..io.stats import STATS, bootstrap_interval, chorale_stats, complete_chords, stats_intervals
-from ..models.tasks import NEXT_TOKEN, voice_nlls
+from ..models.tasks import NEXT_TOKEN, token_nlls, voice_nlls
 from .compare import seed_interval
 
 RESULTS = Path(__file__).parents[1] / "pretrained" / "harmonise.json"
@@ -69,6 +69,25 @@ def music_row(grids: list[np.ndarray], n: int = 1000, seed: int = 0) -> dict:
     interval = {**stats_intervals(grids, n=n, seed=seed),
                 "complete_chords": bootstrap_interval(grids, complete_chords, n=n, seed=seed)}
     return {"value": value, "interval": {k: list(v) for k, v in interval.items()}}
+
+
+def gain_where(decoder: nn.Module, harmoniser: nn.Module, pieces: list[Piece]) -> dict[str, dict]:
+    """Where the melody's future could help: the alto, tenor and bass tokens of step t split by whether the
+    soprano moves at step t + 1 (what the decoder cannot know when it writes them, and the harmoniser can),
+    each group's share of the tokens and both models' NLL on it."""
+    a, b = np.concatenate(token_nlls(decoder, pieces)), np.concatenate(token_nlls(harmoniser, pieces))
+    kinds = []
+    for p in pieces:
+        s = p.pitches[:, 0]
+        moves = np.r_[s[1:] != s[:-1], False]                       # (T,): the soprano moves after step t
+        target = np.arange(4 * len(s))                              # target j: voice j % 4 of step j // 4
+        kinds.append(np.where(target % 4 == 0, -1, moves[target // 4]))
+    k = np.concatenate(kinds)
+    out = {}
+    for name, sel in (("moves", k == 1), ("holds", k == 0)):
+        out[name] = {"share": float(sel.sum() / (k >= 0).sum()), "decoder": float(a[sel].mean()),
+                     "harmoniser": float(b[sel].mean())}
+    return out
 
 
 def nll_summary(valid: dict[str, float], test: dict[str, float] | None = None) -> dict:
@@ -141,6 +160,21 @@ def nll_reading(res: dict) -> str:
             f"melody alone, none of the others in view. It is a proper NLL of a weaker distribution than the "
             f"one its Gibbs sampler draws from, and it cannot be ranked against the other two.")
     return "".join(parts)
+
+
+def where_reading(res: dict) -> str:
+    """Where the encoder-decoder gained or lost against the decoder (``gain_where``, on valid)."""
+    w = res["where"]
+    said = []
+    for key, what in (("moves", "the soprano moves at the next step"), ("holds", "it holds")):
+        g = w[key]
+        said.append(f"where {what} ({g['share']:.0%} of the lower voices' tokens), the decoder scores "
+                    f"{g['decoder']:.3f} and the encoder-decoder {g['harmoniser']:.3f} "
+                    f"({1 - g['harmoniser'] / g['decoder']:+.1%})")
+    return ("Split by what the decoder cannot know, on the validation split: " + "; ".join(said) + ". "
+            "The tokens before a melody note changes are where knowing that note can help, and they cost "
+            "the decoder " + ("more" if w["moves"]["decoder"] > w["holds"]["decoder"] else "less")
+            + " per token than the rest.")
 
 
 def music_table(res: dict, keys=("parallel_fifths", "parallel_octaves", "out_of_range", "crossings",

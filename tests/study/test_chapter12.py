@@ -100,3 +100,17 @@ def test_speed_reading_and_tables():
     table = c12.nll_table(res)
     assert table.count("\n") == 3 and "melody only" in table
     assert c12.music_table(res).count("95% interval") == 4
+
+
+def test_gain_where_splits_the_lower_voices_by_the_next_melody_note(tiny, chorales):
+    few = chorales.valid[:2]
+    w = c12.gain_where(tiny["relative"], tiny["harmoniser"], few)
+    assert w["moves"]["share"] + w["holds"]["share"] == pytest.approx(1.0)
+    moves = sum(int((p.pitches[1:, 0] != p.pitches[:-1, 0]).sum()) for p in few)
+    assert w["moves"]["share"] == pytest.approx(moves / sum(len(p.pitches) for p in few))
+    # the groups' means, weighted by their shares, are the decoder's NLL of all its lower-voice tokens
+    whole = voice_nlls(tiny["relative"], few)["ATB"]
+    assert w["moves"]["share"] * w["moves"]["decoder"] + w["holds"]["share"] * w["holds"]["decoder"] == \
+        pytest.approx(whole)
+    res = {"where": w}
+    assert c12.where_reading(res).startswith("Split by what the decoder cannot know")

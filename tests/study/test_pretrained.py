@@ -222,3 +222,18 @@ def test_a_copy_without_git_history_records_the_commit_it_was_told(monkeypatch):
     assert hub.provenance("cpu")["commit"] == "abc123 (as $MUSICTX_COMMIT says)"
     monkeypatch.delenv("MUSICTX_COMMIT")
     assert hub.git_commit() == "unknown"
+
+
+def test_the_shipped_harmoniser_scores_its_record_on_cpu(jsb):
+    """Chapter 12's shipped encoder-decoder: at most 8 MB, given by ``pretrained`` but not among the paper's
+    rows (``available``), and its recorded NLL of the alto, tenor and bass tokens of the valid split (the
+    soprano given) recomputed now within 1e-3; the record names the study that chose it."""
+    from musictx_lite.models.tasks import voice_nlls
+    from musictx_lite.study.hub import TASKS
+
+    assert "harmoniser" in TASKS and "harmoniser" not in available()
+    rec = record("harmoniser")
+    assert (HERE / rec["file"]).stat().st_size == rec["bytes"] <= MAX_BYTES
+    model = pretrained("harmoniser", device="cpu")
+    assert abs(voice_nlls(model, jsb.valid)["ATB"] - rec["valid_nll"]) < 1e-3
+    assert "scripts.harmonise_study" in rec["note"] and rec["train_config"]["seed"] == rec["seed"]
