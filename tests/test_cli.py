@@ -430,7 +430,7 @@ def test_budget_estimates_every_model_from_its_flops(capsys):
     from musictx_lite.classroom.chapter import chapter_minutes
 
     per = chapter_minutes("gpu")
-    assert set(per) == set(range(12)) and per[0] == 0 and all(m > 0 for c, m in per.items() if c)
+    assert set(per) == set(range(13)) and per[0] == 0 and all(m > 0 for c, m in per.items() if c)
     assert "  ".join(f"{c}: {m:.1f}" for c, m in per.items()) in out
     assert f"the whole book: {sum(per.values()):.1f} T4-minutes" in out and sum(per.values()) <= 30
     # chapter 8 trains three decoders at the profile's budget, so its minutes are theirs

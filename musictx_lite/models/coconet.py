@@ -142,6 +142,26 @@ def melody_only_nll(model: nn.Module, pieces: list[Piece]) -> float:
     return total / count
 
 
+def windowed_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits (T, V) for a raster without BOS (1, T) of any length, each token read in a window of the
+    model's context, as it was trained: windows of ``ctx`` tokens every ``ctx / 2`` (on step boundaries), and
+    each token takes the window in which it sits farthest from an edge (at least ``ctx / 4`` tokens of
+    music on each side where the piece has them). One pass when the raster fits the context."""
+    T, ctx = tokens.shape[1], model.context - model.context % 4
+    if T <= ctx:
+        return model(tokens)[0].float()
+    starts = np.array(list(range(0, T - ctx, ctx // 2)) + [T - ctx])                 # the last one ends at T
+    i = np.arange(T)
+    margin = np.minimum(i[None] - starts[:, None], starts[:, None] + ctx - 1 - i[None])   # (windows, T)
+    best = np.where(margin >= 0, margin, -1).argmax(0)                              # (T,): each token's window
+    out = torch.empty(T, model.cfg.vocab_size, device=tokens.device)
+    for w, a in enumerate(starts.tolist()):
+        mine = torch.as_tensor(np.flatnonzero(best == w), device=tokens.device)
+        if len(mine):
+            out[mine] = model(tokens[:, a: a + ctx])[0, mine - a].float()
+    return out
+
+
 def gibbs_schedule(n_iter: int, hi: float = 0.9, lo: float = 0.05, eta: float = 0.75) -> np.ndarray:
     """Coconet's annealed share of the free tokens hidden at each of ``n_iter`` steps: from ``hi`` down to
     ``lo`` linearly over the first ``eta`` of the steps, then ``lo``."""
@@ -154,7 +174,8 @@ def gibbs_harmonise(model: nn.Module, soprano: np.ndarray, n_iter: int = 64, tem
                     seed: int | None = 0) -> np.ndarray:
     """Alto, tenor and bass under the soprano tokens (T,), by Gibbs sampling: start from every lower token
     hidden and drawn at once, then ``n_iter`` times hide a share of them (``gibbs_schedule``) and draw them
-    again from the model given the rest. Returns the raster tokens with BOS (1 + 4T,)."""
+    again from the model given the rest. A melody longer than the model's context is read in windows of the
+    context (``windowed_logits``). Returns the raster tokens with BOS (1 + 4T,)."""
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
     gen = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
@@ -166,7 +187,7 @@ def gibbs_harmonise(model: nn.Module, soprano: np.ndarray, n_iter: int = 64, tem
     banned = [PAD, BOS, HOLD, MASK]
 
     def draw(x: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-        logits = model(to_model(model, x))[0].float().cpu()                              # (4T, V)
+        logits = windowed_logits(model, to_model(model, x)).cpu()                         # (4T, V)
         logits[:, banned] = float("-inf")
         probs = F.softmax((logits - logits.max(-1, keepdim=True).values) / temperature, -1)
         new = torch.multinomial(probs, 1, generator=gen)[:, 0]                           # (4T,)

@@ -67,3 +67,24 @@ def test_coconet_trains_with_the_books_loop_and_harmonises_by_gibbs_sampling(cho
     np.testing.assert_array_equal(grid, harmonise(m, melody, seed=2, n_iter=8))
     with pytest.raises(ValueError, match="Gibbs sampling has none"):
         harmonise(m, melody, top_k=3)
+
+
+def test_windowed_logits_read_each_token_in_a_window_of_the_context():
+    """A raster longer than the context is read in windows of the context every half context; each token's
+    logits are those of one direct pass over its window, with at least a quarter context on each side inside
+    the piece; a raster that fits is one pass."""
+    from musictx_lite.models.coconet import windowed_logits
+
+    torch.manual_seed(0)
+    m = build_model("coconet", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=32)).eval()
+    x = torch.randint(4, 40, (1, 4 * 29))                                 # 116 tokens, context 32
+    with torch.no_grad():
+        got = windowed_logits(m, x)
+        torch.testing.assert_close(windowed_logits(m, x[:, :32]), m(x[:, :32])[0])
+        starts = [0, 16, 32, 48, 64, 80, 84]                              # every 16, then the last window
+        for i in range(x.shape[1]):
+            fits = [a for a in starts if a <= i < a + 32]
+            best = max(fits, key=lambda a: min(i - a, a + 31 - i))
+            torch.testing.assert_close(got[i], m(x[:, best: best + 32])[0, i - best])
+            margin = min(i - best, best + 31 - i)
+            assert margin >= 8 or i < 8 or i >= x.shape[1] - 8
