@@ -12,7 +12,10 @@ polish it.
 The model reads the raster of a passage without BOS (S A T B per step), some tokens replaced by MASK, with
 attention that has no mask (chapter 2) and relative positions both ways (``harmoniser.RelativeBoth``), and
 predicts every token. It is trained on random masks: per crop a rate r drawn uniformly, each token hidden
-with probability r (Yao et al.'s orderless NADE, as Coconet trains).
+with probability r, after the orderless NADE of Uria et al. (2014) that Coconet trains (Coconet rescales each
+crop's loss by its number of hidden tokens; here every hidden token weighs the same). Coconet's own network is
+convolutional, over a piano roll; this is its task and its sampler with chapter 8's attention. The sampler is
+Yao et al.'s (2014) annealed blocked Gibbs sampling, as Coconet samples.
 """
 from __future__ import annotations
 
@@ -79,9 +82,9 @@ def hide_lower_voices(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
 class Infill:
     """Coconet's task: fill in hidden notes. Trained on random masks (``MaskedCrops``); scored by the NLL of
     the alto, tenor and bass of whole pieces when all of them are hidden at once and only the soprano is
-    shown, each token predicted from the melody alone: the product of those marginals is a proper
-    distribution, but a weaker one than the model's Gibbs sampler draws from (chapter 12 says which
-    numbers it can compute honestly)."""
+    shown, each token predicted from the melody alone: the exact NLL of a model whose lower notes are
+    independent given the soprano, which is not the distribution the Gibbs sampler draws from (chapter 12
+    says which numbers each way can give)."""
 
     name = "infill"
     transposes = True

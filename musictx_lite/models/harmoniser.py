@@ -6,7 +6,8 @@ The harmoniser writes the alto, tenor and bass under a given soprano. It reads
 the same raster of tokens as every decoder of the book, S A T B per 16th step,
 so the soprano note of a step is always the token just before its alto: the
 note the lower voices need most stays at hand. What it adds is the future of
-the melody, through two parts chapter 1 began with and the book then left:
+the melody, through the two parts of the translation models attention was born
+in (Bahdanau et al.; chapter 1 pointed the same attention at an LSTM's own past):
 
 - an **encoder** over the soprano alone, one token per step, whose attention
   has no mask (chapter 2): every step sees the melody before and after it, with
@@ -122,8 +123,8 @@ class CrossBlock(nn.Module):
 class Harmoniser(nn.Module):
     """The encoder-decoder of chapter 12. ``forward(idx)`` reads a raster of tokens (B, T), BOS or a bass
     first, as every decoder does, and returns next-token logits (B, T, V); its melody, ``idx[:, 1::4]``, is
-    all the soprano notes of the window, the future ones included, and the encoder reads them. A sampler that
-    knows the melody before the raster holds it passes ``melody`` (B, S) instead."""
+    all the soprano notes of the window (its context), the future ones included, and the encoder reads them.
+    A sampler that knows the melody before the raster holds it passes ``melody`` (B, S) instead."""
 
     task = MELODY
 

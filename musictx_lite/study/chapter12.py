@@ -13,13 +13,15 @@ results file, so that what the text says follows from the numbers it prints.
 The three ways, and what each NLL is:
 
 - ``decoder``: chapter 8's shipped causal decoder, every soprano token forced. Its NLL of the alto, tenor
-  and bass tokens given everything before them (``tasks.voice_nlls``) is exact: the sampler draws from it.
+  and bass tokens given everything before them (``tasks.voice_nlls``), computed exactly: the product of the
+  conditionals the sampler draws from (it never draws PAD, BOS, HOLD or MASK, and slides its window at other
+  steps than the scorer on a piece longer than the context).
 - ``harmoniser``: the encoder-decoder (``models.harmoniser``), the same tokens given the melody of the window
-  as well. Exact too.
+  as well. Computed exactly too, with the same two provisos.
 - ``coconet``: Coconet's fill model. Its Gibbs sampler has no likelihood that can be computed; what can be
-  computed honestly is the NLL of the alto, tenor and bass when all of them are hidden and each is predicted
-  from the melody alone (``coconet.melody_only_nll``): a proper distribution, but a weaker one than the
-  sampler's, so it says less about the music than the other two numbers do.
+  computed is the NLL of the alto, tenor and bass when all of them are hidden and each is predicted from the
+  melody alone (``coconet.melody_only_nll``): the exact NLL of a model whose lower notes are independent given
+  the soprano, which is not the distribution the sampler draws from, so it is not ranked against the others.
 """
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ from .compare import seed_interval
 
 RESULTS = Path(__file__).parents[1] / "pretrained" / "harmonise.json"
 WAYS = ("decoder", "harmoniser", "coconet")
-LABELS = {"decoder": "causal decoder, soprano forced", "harmoniser": "encoder-decoder",
-          "coconet": "Coconet, Gibbs sampling", "bach": "Bach"}
-NLL_KIND = {"decoder": "exact", "harmoniser": "exact",
-            "coconet": "melody only: each lower note from the soprano alone (a weaker distribution than the sampler's)"}
+LABELS = {"decoder": "decoder (soprano forced)", "harmoniser": "encoder-decoder", "coconet": "Coconet (Gibbs)",
+          "bach": "Bach"}
+NLL_LABELS = {**LABELS, "coconet": "Coconet (melody-only NLL)"}
+NLL_KIND = {"decoder": "the sampler's conditionals", "harmoniser": "the sampler's conditionals",
+            "coconet": "each lower note from the soprano alone: not the sampler's distribution"}
 # Issue 39's targets: the encoder-decoder at least 10 % below the decoder on valid; the shipped harmoniser's
 # rare events within 3x Bach's rate; 16 bars in at most a second on the project's 2-core CPU.
 NLL_GAIN, RATE_FACTOR, SECONDS = 0.10, 3.0, 1.0
@@ -125,7 +128,7 @@ def nll_table(res: dict) -> str:
         if s is None:
             continue
         chosen = s["valid"][str(s["chosen_seed"])]
-        lines.append(f"{LABELS[way]:34s} {_fmt_interval(s):>44s} {chosen:14.4f} {s['test']:8.4f}  "
+        lines.append(f"{NLL_LABELS[way]:34s} {_fmt_interval(s):>44s} {chosen:14.4f} {s['test']:8.4f}  "
                      f"{NLL_KIND[way].split(':')[0]}")
     return "\n".join(lines)
 
@@ -138,15 +141,22 @@ def nll_reading(res: dict) -> str:
     lo, hi = enc["valid_interval"]
     below = hi < dec["valid_mean"]
     target = dec["valid_mean"] * (1 - NLL_GAIN)
+    n = len(enc["valid"])
+    seeds = f"the mean of {n} seeds" if n > 1 else "one seed"
+    if gain <= 0:
+        verdict = "The encoder-decoder did not improve on the decoder in this run. "
+    elif n < 2:
+        verdict = "One seed gives no interval, so this run cannot say that the encoder-decoder is better. "
+    elif below:
+        verdict = ("The 95% interval over seeds lies wholly below the decoder's number: the encoder-decoder "
+                   "is better. ")
+    else:
+        verdict = ("The 95% interval over seeds reaches the decoder's number, so this run cannot say that the "
+                   "encoder-decoder is better. ")
     parts = [
         f"The encoder-decoder scores {enc['valid_mean']:.4f} nats per alto, tenor and bass token on the "
-        f"validation split, the mean of {len(enc['valid'])} seeds, against the causal decoder's "
-        f"{dec['valid_mean']:.4f} on the same tokens: {abs(gain):.1%} "
-        + ("lower" if gain > 0 else "higher") + ". "
-        + ("Every seed's interval lies below the decoder's number: seeing the melody's future helps. "
-           if below and gain > 0 else
-           "The interval over seeds reaches the decoder's number, so this run cannot say that the future "
-           "helps. " if gain > 0 else "The future of the melody did not help in this run. "),
+        f"validation split, {seeds}, against the causal decoder's {dec['valid_mean']:.4f} on the same tokens: "
+        f"{abs(gain):.1%} " + ("lower" if gain > 0 else "higher") + ". " + verdict,
         f"The target was 10 % lower, {target:.3f} or less: "
         + ("reached. " if enc["valid_mean"] <= target else
            f"not reached (the gain is {gain:.1%}). "),
@@ -157,8 +167,9 @@ def nll_reading(res: dict) -> str:
         c = res["nll"]["coconet"]
         parts.append(
             f" Coconet's {c['valid_mean']:.4f} is another kind of number: every lower note predicted from the "
-            f"melody alone, none of the others in view. It is a proper NLL of a weaker distribution than the "
-            f"one its Gibbs sampler draws from, and it cannot be ranked against the other two.")
+            f"melody alone, none of the others in view, the exact NLL of a model whose lower notes are "
+            f"independent given the soprano. That is not the distribution its Gibbs sampler draws from, so "
+            f"the chapter does not rank it against the other two.")
     return "".join(parts)
 
 
@@ -172,7 +183,8 @@ def where_reading(res: dict) -> str:
                     f"{g['decoder']:.3f} and the encoder-decoder {g['harmoniser']:.3f} "
                     f"({1 - g['harmoniser'] / g['decoder']:+.1%})")
     return ("Split by what the decoder cannot know, on the validation split: " + "; ".join(said) + ". "
-            "The tokens before a melody note changes are where knowing that note can help, and they cost "
+            "The tokens just before the melody changes note are where knowing the next note can help, and "
+            "they cost "
             "the decoder " + ("more" if w["moves"]["decoder"] > w["holds"]["decoder"] else "less")
             + " per token than the rest.")
 

@@ -71,12 +71,14 @@ def results(enc=(0.28, 0.285, 0.29), dec=0.323, ratios=(1.0, 2.0, 1.0, 1.0), kep
 
 def test_nll_reading_follows_the_numbers():
     good = c12.nll_reading(results())
-    assert "11.8% lower" in good and "reached." in good and "Every seed's interval lies below" in good
+    assert "11.8% lower" in good and "reached." in good and "lies wholly below" in good
     near = c12.nll_reading(results(enc=(0.30, 0.33, 0.31)))
-    assert "not reached" in near and "cannot say that the future helps" in near
+    assert "not reached" in near and "cannot say that the encoder-decoder is better" in near
     worse = c12.nll_reading(results(enc=(0.33, 0.34, 0.335)))
-    assert "higher" in worse and "did not help" in worse
-    assert "cannot be ranked against the other two" in good
+    assert "higher" in worse and "did not improve" in worse
+    one = c12.nll_reading(results(enc=(0.28,)))
+    assert "one seed" in one and "One seed gives no interval" in one
+    assert "does not rank it against the other two" in good
 
 
 def test_music_reading_follows_the_numbers():
@@ -94,11 +96,11 @@ def test_music_reading_follows_the_numbers():
 
 def test_speed_reading_and_tables():
     res = results()
-    assert c12.speed_reading(res).endswith("met by causal decoder, soprano forced.")
+    assert c12.speed_reading(res).endswith("met by decoder (soprano forced).")
     res["speed"]["rows"][0]["seconds"] = 1.2
     assert "None meets the target of 1 s" in c12.speed_reading(res)
     table = c12.nll_table(res)
-    assert table.count("\n") == 3 and "melody only" in table
+    assert table.count("\n") == 3 and "Coconet (melody-only NLL)" in table and "soprano alone" in table
     assert c12.music_table(res).count("95% interval") == 4
 
 
