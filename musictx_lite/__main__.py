@@ -167,9 +167,8 @@ def _start_from(model, name: str, source: str, freeze: bool = False) -> None:
     differ = {k: (mine[k], theirs[k]) for k in ("n_layers", "n_heads", "n_embd", "vocab_size")
               if mine.get(k) != theirs.get(k)}
     if differ:
-        raise ValueError(f"--start-from {source}: its size differs from this profile's {name} "
-                         + ", ".join(f"{k} {a} here, {b} there" for k, (a, b) in differ.items())
-                         + " (the paper profile matches the shipped models)")
+        raise ValueError(f"--start-from {source}: its size differs from this profile's {name}: "
+                         + ", ".join(f"{k} {a} here, {b} there" for k, (a, b) in differ.items()))
     model.start_from(dec, freeze=freeze)
 
 
