@@ -75,19 +75,19 @@ def music_row(grids: list[np.ndarray], n: int = 1000, seed: int = 0) -> dict:
 
 
 def gain_where(decoder: nn.Module, harmoniser: nn.Module, pieces: list[Piece]) -> dict[str, dict]:
-    """Where the melody's future could help: the alto, tenor and bass tokens of step t split by whether the
-    soprano moves at step t + 1 (what the decoder cannot know when it writes them, and the harmoniser can),
-    each group's share of the tokens and both models' NLL on it."""
+    """Where each model pays: the alto, tenor and bass tokens split by whether that voice starts a note at
+    its step (Bach's pitch differs from the step before: a decision, where the melody's future could help)
+    or holds one, each group's share of the tokens and both models' NLL on it."""
     a, b = np.concatenate(token_nlls(decoder, pieces)), np.concatenate(token_nlls(harmoniser, pieces))
     kinds = []
     for p in pieces:
-        s = p.pitches[:, 0]
-        moves = np.r_[s[1:] != s[:-1], False]                       # (T,): the soprano moves after step t
-        target = np.arange(4 * len(s))                              # target j: voice j % 4 of step j // 4
-        kinds.append(np.where(target % 4 == 0, -1, moves[target // 4]))
+        g = p.pitches
+        starts = np.vstack([np.ones((1, 4), bool), g[1:] != g[:-1]])    # (T, 4): a note (or rest) begins
+        target = np.arange(4 * len(g))                                   # target j: voice j % 4 of step j // 4
+        kinds.append(np.where(target % 4 == 0, -1, starts[target // 4, target % 4]))
     k = np.concatenate(kinds)
     out = {}
-    for name, sel in (("moves", k == 1), ("holds", k == 0)):
+    for name, sel in (("starts", k == 1), ("holds", k == 0)):
         out[name] = {"share": float(sel.sum() / (k >= 0).sum()), "decoder": float(a[sel].mean()),
                      "harmoniser": float(b[sel].mean())}
     return out
@@ -174,19 +174,19 @@ def nll_reading(res: dict) -> str:
 
 
 def where_reading(res: dict) -> str:
-    """Where the encoder-decoder gained or lost against the decoder (``gain_where``, on valid)."""
+    """Where the two models pay, and where the encoder-decoder gained or lost (``gain_where``, on valid)."""
     w = res["where"]
     said = []
-    for key, what in (("moves", "the soprano moves at the next step"), ("holds", "it holds")):
+    for key, what in (("starts", "a lower voice starts a note"), ("holds", "it holds one")):
         g = w[key]
-        said.append(f"where {what} ({g['share']:.0%} of the lower voices' tokens), the decoder scores "
-                    f"{g['decoder']:.3f} and the encoder-decoder {g['harmoniser']:.3f} "
-                    f"({1 - g['harmoniser'] / g['decoder']:+.1%})")
-    return ("Split by what the decoder cannot know, on the validation split: " + "; ".join(said) + ". "
-            "The tokens just before the melody changes note are where knowing the next note can help, and "
-            "they cost "
-            "the decoder " + ("more" if w["moves"]["decoder"] > w["holds"]["decoder"] else "less")
-            + " per token than the rest.")
+        said.append(f"where {what} ({g['share']:.0%} of the lower voices' tokens), the decoder pays "
+                    f"{g['decoder']:.3f} nats per token and the encoder-decoder {g['harmoniser']:.3f} "
+                    f"({abs(1 - g['harmoniser'] / g['decoder']):.1%} "
+                    + ("less" if g["harmoniser"] < g["decoder"] else "more") + ")")
+    cost = w["starts"]["share"] * w["starts"]["decoder"]
+    total = cost + w["holds"]["share"] * w["holds"]["decoder"]
+    return ("On the validation split, " + "; ".join(said) + f". The notes' beginnings carry {cost / total:.0%} "
+            "of the decoder's NLL: the decisions are there, and so is what the melody's future could change.")
 
 
 def music_table(res: dict, keys=("parallel_fifths", "parallel_octaves", "out_of_range", "crossings",

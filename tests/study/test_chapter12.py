@@ -104,15 +104,16 @@ def test_speed_reading_and_tables():
     assert c12.music_table(res).count("95% interval") == 4
 
 
-def test_gain_where_splits_the_lower_voices_by_the_next_melody_note(tiny, chorales):
+def test_gain_where_splits_the_lower_voices_by_their_onsets(tiny, chorales):
     few = chorales.valid[:2]
     w = c12.gain_where(tiny["relative"], tiny["harmoniser"], few)
-    assert w["moves"]["share"] + w["holds"]["share"] == pytest.approx(1.0)
-    moves = sum(int((p.pitches[1:, 0] != p.pitches[:-1, 0]).sum()) for p in few)
-    assert w["moves"]["share"] == pytest.approx(moves / sum(len(p.pitches) for p in few))
+    assert w["starts"]["share"] + w["holds"]["share"] == pytest.approx(1.0)
+    onsets = sum(int((p.pitches[1:, 1:] != p.pitches[:-1, 1:]).sum()) + 3 for p in few)
+    assert w["starts"]["share"] == pytest.approx(onsets / sum(3 * len(p.pitches) for p in few))
     # the groups' means, weighted by their shares, are the decoder's NLL of all its lower-voice tokens
     whole = voice_nlls(tiny["relative"], few)["ATB"]
-    assert w["moves"]["share"] * w["moves"]["decoder"] + w["holds"]["share"] * w["holds"]["decoder"] == \
+    assert w["starts"]["share"] * w["starts"]["decoder"] + w["holds"]["share"] * w["holds"]["decoder"] == \
         pytest.approx(whole)
-    res = {"where": w}
-    assert c12.where_reading(res).startswith("Split by what the decoder cannot know")
+    text = c12.where_reading({"where": w})
+    assert text.startswith("On the validation split, where a lower voice starts a note")
+    assert "of the decoder's NLL" in text
