@@ -463,6 +463,17 @@ def test_cli_harmonise_keeps_the_melody_and_writes_midi_and_musicxml(tmp_path, c
     assert (tmp_path / "h.xml").read_text().lstrip().startswith("<?xml")
 
 
+def test_cli_harmonise_with_the_shipped_encoder_decoder_keeps_the_melody(tmp_path, capsys):
+    from musictx_lite.io.melody import read_melody
+
+    tune = "4/4 e'4 e' f' g' g' f' e' d' c'2"
+    main(["harmonise", "--melody", tune, "--method", "harmoniser", "--out", str(tmp_path / "h.mid")])
+    assert "harmonised by the shipped harmoniser model (harmoniser)" in capsys.readouterr().out
+    grid = read_midi(tmp_path / "h.mid")
+    np.testing.assert_array_equal(grid[:, 0], read_melody(tune).pitches)
+    assert (grid[:, 1:] >= 0).mean() > 0.5
+
+
 HARMONISE_BAD = {
     "no melody": ((), "give the melody once"),
     "two melodies": (("{tmp}/m.mid", "--melody", "c4"), "give the melody once"),
