@@ -1,0 +1,344 @@
+/* The model on the page: continue a held-out chorale, or harmonise a melody, in the reader's browser.
+ *
+ * The book's shipped models, exported to ONNX by `python -m scripts.export_web` (musictx_lite/study/web.py),
+ * run in ONNX Runtime Web (WebAssembly, one thread), bundled with the book: nothing is fetched from
+ * another host. Sampling follows musictx_lite.engine.sample.generate step for step (the window that
+ * slides by half a context, the banned tokens, top-k, the temperature), so that greedy decoding here
+ * returns the tokens the package returns (tests/book/test_play.py checks it in Chromium).
+ *
+ * A page asks for a widget with <div class="musictx-play" data-mode="continue|harmonise|both"></div>;
+ * book/_ext/play.py adds this script (with ort.wasm.min.js, melody.js and sound.js) to those pages only.
+ * window.musictxPlay is the same machinery without the buttons: continueChorale, harmonise, generate.
+ */
+(function () {
+  "use strict";
+  const BASE = new URL(".", document.currentScript.src).href;     // .../_static/play/
+  let loaded = null;                                              // the record, the prompts, the graphs
+
+  // -- loading -----------------------------------------------------------------------------------
+
+  function load() {
+    if (loaded) return loaded;
+    loaded = (async () => {
+      if (location.protocol === "file:") {
+        throw new Error("browsers do not run WebAssembly for a page opened from a file: serve the book " +
+          "(python3 -m http.server -d _build/html 8000) and open http://localhost:8000");
+      }
+      if (typeof ort === "undefined") throw new Error("ONNX Runtime Web did not load (ort.wasm.min.js)");
+      ort.env.wasm.wasmPaths = BASE + "ort/";
+      ort.env.wasm.numThreads = 1;             // threads need cross-origin isolation, which static hosts lack
+      const json = async (f) => {
+        const r = await fetch(BASE + f);
+        if (!r.ok) throw new Error(`could not load ${f} (${r.status})`);
+        return r.json();
+      };
+      const [record, prompts] = await Promise.all([json("models.json"), json("chorales.json")]);
+      const graphs = {};
+      for (const [name, m] of Object.entries(record.models)) {
+        graphs[name] = await Promise.all(m.graphs.map((g) => ort.InferenceSession.create(BASE + g.file,
+          {executionProviders: ["wasm"], graphOptimizationLevel: "all"})));
+      }
+      return {record, prompts, graphs};
+    })();
+    loaded.catch(() => { loaded = null; });     // a failed load may be tried again
+    return loaded;
+  }
+
+  // -- tokens, as musictx_lite.io.tokens ------------------------------------------------------------
+
+  function encode(grid, TOK) {                  // (steps, 4) pitches -> BOS, then S A T B per step
+    const out = [TOK.BOS];
+    for (const step of grid) for (const p of step) out.push(p >= 0 ? p - TOK.LOWEST + TOK.N_SPECIAL : TOK.REST);
+    return out;
+  }
+
+  function decode(tokens, TOK) {                // tokens -> (steps, 4) pitches, -1 for rest
+    const body = tokens[0] === TOK.BOS ? tokens.slice(1) : tokens, grid = [];
+    for (let s = 0; s + 4 <= body.length; s += 4) {
+      grid.push(body.slice(s, s + 4).map((t) => (t >= TOK.N_SPECIAL ? t - TOK.N_SPECIAL + TOK.LOWEST : -1)));
+    }
+    return grid;
+  }
+
+  function onsetsOf(grid, melodyOnsets) {       // a note starts where the pitch changes (and where the melody says)
+    return grid.map((step, t) => step.map((p, v) => {
+      if (v === 0 && melodyOnsets) return !!melodyOnsets[t];
+      return p >= 0 && (t === 0 || grid[t - 1][v] !== p);
+    }));
+  }
+
+  // -- sampling, as musictx_lite.engine.sample ------------------------------------------------------
+
+  function windowStart(n, start, ctx) {          // sample.window_start
+    if (n - start <= ctx) return start;
+    const keep = Math.max(4, Math.floor(ctx / 2));
+    return Math.ceil((n - keep) / 4) * 4;
+  }
+
+  function random(seed) {                        // mulberry32: a small seeded generator (not torch's)
+    let a = seed >>> 0;
+    return () => {
+      a = (a + 0x6D2B79F5) >>> 0;
+      let t = Math.imul(a ^ (a >>> 15), 1 | a);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  function pick(logits, {temperature, topK, banned, rand}) {
+    const l = Array.from(logits);
+    for (const b of banned) l[b] = -Infinity;
+    if (topK) {
+      const kth = [...l].sort((x, y) => y - x)[Math.min(topK, l.length) - 1];
+      for (let i = 0; i < l.length; i++) if (l[i] < kth) l[i] = -Infinity;
+    }
+    const max = Math.max(...l);
+    const p = l.map((x) => Math.exp((x - max) / temperature));
+    const total = p.reduce((a, b) => a + b, 0);
+    let r = rand() * total;
+    for (let i = 0; i < p.length; i++) { if (p[i] > 0 && (r -= p[i]) <= 0) return i; }
+    return l.indexOf(max);
+  }
+
+  const i64 = (xs, dims) => new ort.Tensor("int64", BigInt64Array.from(xs, (x) => BigInt(x)), dims);
+
+  /* Continue `prompt` (tokens, BOS first) by nSteps steps of 4 tokens with the model `name`
+   * ("relative" or "harmoniser"); `forced` (4 nSteps entries, -1 = free) fixes tokens, as in generate. */
+  async function generate(name, prompt, nSteps, opts = {}) {
+    const {record, graphs} = await load();
+    const m = record.models[name], ctx = m.context, TOK = record.tokens;
+    const temperature = opts.temperature ?? 1, topK = opts.topK ?? null, forced = opts.forced || null;
+    if (!(temperature > 0 && Number.isFinite(temperature))) throw new Error(`the temperature must be a number above 0, got ${opts.temperature}`);
+    if (topK !== null && !(Number.isInteger(topK) && topK >= 1)) throw new Error(`top-k must be a whole number of at least 1, got ${topK}`);
+    if (prompt.length > ctx) throw new Error(`the prompt has ${prompt.length} tokens; the model's context is ${ctx}`);
+    const step = graphs[name][graphs[name].length - 1], rand = random(opts.seed ?? 0);
+    const row = m.n_heads * m.head_size;                      // one position's keys (or values), all heads
+    const melody = name === "harmoniser" ? [...prompt, ...forced].filter((_, i) => i % 4 === 1) : null;
+    const idx = [...prompt];
+    let start = 0, state = null;
+    const t0 = performance.now();
+    for (let i = 0; i < 4 * nSteps; i++) {
+      const s = windowStart(idx.length, start, ctx);
+      if (s !== start) { start = s; state = null; }           // the window slid: the cache is stale
+      const feeds = {};
+      if (state === null) {                                   // the window once, into an empty cache
+        state = {pos: 0, cache: {}, memory: {}};
+        for (let l = 0; l < m.n_layers; l++) {                // each layer's keys and values, kept here
+          for (const kind of ["keys", "values"]) state.cache[`${kind}_${l}`] = new Float32Array(ctx * row);
+        }
+        if (melody) {                                          // the encoder once per window
+          const mel = melody.slice(start / 4, start / 4 + Math.ceil(ctx / 4));
+          state.memory = await graphs[name][0].run({melody: i64(mel, [1, mel.length])});
+        }
+        feeds.tokens = i64(idx.slice(start), [1, idx.length - start]);
+      } else {
+        feeds.tokens = i64([idx[idx.length - 1]], [1, 1]);    // the newest token only
+      }
+      const T = feeds.tokens.dims[1];
+      feeds.pos = i64([state.pos], []);
+      const P = Math.max(state.pos, 1);                       // the rows kept (a prompt passes one, unused)
+      for (const [key, data] of Object.entries(state.cache)) {
+        feeds[key] = new ort.Tensor("float32", data.subarray(0, P * row), [1, P, m.n_heads, m.head_size]);
+      }
+      if (melody) Object.assign(feeds, {memory_keys: state.memory.memory_keys, memory_values: state.memory.memory_values});
+      const out = await step.run(feeds);
+      for (const [key, data] of Object.entries(state.cache)) data.set(out["new_" + key].data, state.pos * row);
+      state.pos += T;
+      const V = out.logits.dims[2];
+      const logits = out.logits.data.subarray((T - 1) * V, T * V);
+      let next = pick(logits, {temperature, topK, banned: record.banned, rand});
+      const f = forced ? forced[idx.length - prompt.length] : -1;
+      if (f !== undefined && f >= 0) next = f;                // given, not sampled
+      idx.push(next);
+      if (opts.onToken && i % 16 === 15) await opts.onToken(i + 1);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    return {tokens: idx, seconds, tokensPerSecond: (4 * nSteps) / seconds, grid: decode(idx, TOK)};
+  }
+
+  // -- the two tasks ------------------------------------------------------------------------------
+
+  async function continueChorale(opts = {}) {
+    const {record, prompts} = await load();
+    const piece = prompts.chorales[opts.chorale ?? 0];
+    if (!piece) throw new Error(`there is no held-out chorale number ${opts.chorale}`);
+    const promptSteps = opts.promptSteps ?? 32, steps = opts.steps ?? 64;
+    if (!(Number.isInteger(promptSteps) && promptSteps >= 1 && promptSteps <= piece.grid.length)) {
+      throw new Error(`the prompt is 1 to ${piece.grid.length} steps of the chorale, got ${opts.promptSteps}`);
+    }
+    if (!(Number.isInteger(steps) && steps >= 1 && steps <= 1024)) throw new Error(`the length to add is 1 to 1024 steps, got ${opts.steps}`);
+    const prompt = encode(piece.grid.slice(0, promptSteps), record.tokens);
+    const out = await generate("relative", prompt, steps, opts);
+    return {...out, name: piece.name, promptSteps, onsets: onsetsOf(out.grid)};
+  }
+
+  async function harmonise(text, opts = {}) {
+    const {record} = await load();
+    const TOK = record.tokens;
+    const melody = MusictxMelody.parse(text, {transpose: opts.transpose ?? null, maxSteps: record.max_steps});
+    const forced = [];
+    for (const p of melody.pitches) forced.push(p >= 0 ? p - TOK.LOWEST + TOK.N_SPECIAL : TOK.REST, -1, -1, -1);
+    const out = await generate("harmoniser", [TOK.BOS], melody.pitches.length, {...opts, forced});
+    out.grid.forEach((step, t) => {                          // the melody, exactly (harmonise._checked)
+      if (step[0] !== melody.pitches[t]) throw new Error(`the melody was not kept at step ${t}`);
+    });
+    return {...out, melody, onsets: onsetsOf(out.grid, melody.onsets)};
+  }
+
+  // -- the widget ---------------------------------------------------------------------------------
+
+  const el = (tag, attrs = {}, ...kids) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) (k in e && k !== "list") ? (e[k] = v) : e.setAttribute(k, v);
+    e.append(...kids);
+    return e;
+  };
+  const field = (label, input) => el("label", {className: "musictx-play-field"}, label + " ", input);
+
+  function output(root) {                       // a roll, play / stop / WAV buttons, a status line, a message
+    const canvas = el("canvas", {className: "musictx-play-roll", height: 260});
+    const playBtn = el("button", {type: "button", disabled: true, textContent: "▶ Play"});
+    const wavBtn = el("button", {type: "button", disabled: true, textContent: "Save WAV"});
+    const status = el("div", {className: "musictx-play-status"});
+    const error = el("div", {className: "musictx-play-error", role: "alert"});
+    const log = el("div", {className: "musictx-play-log"});
+    root.append(log, el("div", {className: "musictx-play-scroll"}, canvas), el("div", {}, playBtn, " ", wavBtn),
+      status, error);
+    let shown = null, player = null;
+    playBtn.onclick = async () => {
+      if (player) { player.stop(); return; }
+      try {
+        playBtn.textContent = "■ Stop";
+        player = MusictxSound.play(shown.grid, shown.onsets, {onStep: (s) => MusictxSound.drawRoll(canvas, shown.grid, shown.onsets, {...shown.draw, cursor: s})});
+        await player.done;
+      } catch (e) { error.textContent = "error: " + e.message; }
+      player = null;
+      playBtn.textContent = "▶ Play";
+      MusictxSound.drawRoll(canvas, shown.grid, shown.onsets, shown.draw);
+    };
+    wavBtn.onclick = async () => {
+      const samples = await MusictxSound.render(shown.grid, shown.onsets, {});
+      const a = el("a", {href: URL.createObjectURL(MusictxSound.toWav(samples, 22050)), download: "musictx.wav"});
+      a.click();
+    };
+    return {
+      error, status, log,
+      show(grid, onsets, draw) {
+        shown = {grid, onsets, draw};
+        MusictxSound.drawRoll(canvas, grid, onsets, draw);
+        playBtn.disabled = wavBtn.disabled = false;
+      },
+    };
+  }
+
+  function speed(out, what) {
+    return `${what}: ${out.tokens.length - (out.promptTokens || 0)} tokens, ${4 * out.grid.length} in all; ` +
+      `sampled in ${out.seconds.toFixed(2)} s, ${Math.round(out.tokensPerSecond)} tokens/s ` +
+      "(ONNX Runtime Web, WebAssembly, 1 thread, in this browser)";
+  }
+
+  async function run(button, out, work) {
+    out.error.textContent = "";
+    button.disabled = true;
+    out.status.textContent = "working…";
+    try {
+      await work();
+    } catch (e) {
+      out.status.textContent = "";
+      out.error.textContent = "error: " + e.message;
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function continuePanel(root) {
+    const chorale = el("select", {className: "musictx-play-chorale"});
+    const bars = el("select", {className: "musictx-play-prompt"}, ...[1, 2, 4].map((b) => el("option", {value: b * 16, textContent: `${b} bar${b > 1 ? "s" : ""}`})));
+    bars.value = "32";
+    const length = el("input", {type: "number", min: 1, max: 16, value: 4, className: "musictx-play-length"});
+    const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
+    const seed = el("input", {type: "number", step: 1, value: 0, className: "musictx-play-seed"});
+    const go = el("button", {type: "button", className: "musictx-play-go", textContent: "Continue the chorale"});
+    const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Continue a held-out chorale"),
+      field("chorale", chorale), field("prompt", bars), field("bars to add", length), field("temperature", temp),
+      field("seed", seed), go);
+    root.append(panel);
+    const out = output(panel);
+    load().then(({prompts}) => {
+      prompts.chorales.forEach((c, i) => chorale.append(el("option", {value: i, textContent: `${c.name} (test split)`})));
+    }).catch((e) => { out.error.textContent = "error: " + e.message; });
+    go.onclick = () => run(go, out, async () => {
+      const n = Number(length.value);
+      if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new Error(`bars to add: a whole number from 1 to 16, got "${length.value}"`);
+      if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
+      const r = await continueChorale({chorale: Number(chorale.value), promptSteps: Number(bars.value), steps: 16 * n,
+        temperature: Number(temp.value), seed: Number(seed.value),
+        onToken: (k) => { out.status.textContent = `sampling… ${k} of ${64 * n} tokens`; return new Promise(requestAnimationFrame); }});
+      r.promptTokens = 1 + 4 * r.promptSteps;
+      out.show(r.grid, r.onsets, {title: `${r.name}: ${r.promptSteps / 16} bar(s) of Bach, then the model`,
+        given: r.grid.map((_, t) => t < r.promptSteps)});
+      out.status.textContent = speed(r, "continued");
+    });
+  }
+
+  const KEYS = ["c", "c#", "d", "e-", "e", "f", "f#", "g", "a-", "a", "b-", "b"];
+  function keyboard(input, duration) {          // two octaves from middle C; each key types a note
+    const kb = el("div", {className: "musictx-play-keyboard"});
+    for (let p = 60; p <= 84; p++) {
+      const name = KEYS[p % 12] + "'".repeat(Math.floor(p / 12) - 5);
+      const black = name.includes("#") || name.includes("-");
+      const key = el("button", {type: "button", className: black ? "black" : "white", title: name, textContent: black ? "" : name});
+      key.onclick = () => { input.value = (input.value.trimEnd() + " " + name + duration.value).trim(); };
+      kb.append(key);
+    }
+    const rest = el("button", {type: "button", className: "rest", textContent: "rest"});
+    rest.onclick = () => { input.value = (input.value.trimEnd() + " r" + duration.value).trim(); };
+    const undo = el("button", {type: "button", className: "rest", textContent: "⌫"});
+    undo.onclick = () => { input.value = input.value.trimEnd().replace(/\s*\S+$/, ""); };
+    kb.append(rest, undo);
+    return kb;
+  }
+
+  function harmonisePanel(root) {
+    const text = el("textarea", {className: "musictx-play-melody", rows: 2, spellcheck: false,
+      value: "4/4 c'4 c' g' g' a' a' g'2 f'4 f' e' e' d' d' c'2"});
+    const duration = el("select", {}, ...[["16", "16th"], ["8", "8th"], ["4", "quarter"], ["4.", "dotted quarter"], ["2", "half"], ["1", "whole"]]
+      .map(([v, t]) => el("option", {value: v, textContent: t})));
+    duration.value = "4";
+    const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
+    const seed = el("input", {type: "number", step: 1, value: 0, className: "musictx-play-seed"});
+    const go = el("button", {type: "button", className: "musictx-play-go", textContent: "Harmonise"});
+    const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Harmonise a melody (tinyNotation)"),
+      text, keyboard(text, duration), field("key length", duration), field("temperature", temp), field("seed", seed), go);
+    root.append(panel);
+    const out = output(panel);
+    go.onclick = () => run(go, out, async () => {
+      if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
+      out.log.textContent = "";
+      const r = await harmonise(text.value, {temperature: Number(temp.value), seed: Number(seed.value),
+        onToken: (k) => { out.status.textContent = `sampling… ${k} tokens`; return new Promise(requestAnimationFrame); }});
+      out.log.textContent = r.melody.log.join("; ");
+      r.promptTokens = 1;
+      out.show(r.grid, r.onsets, {title: "your melody (soprano), harmonised by the model", given: 0});
+      out.status.textContent = speed(r, "harmonised");
+    });
+  }
+
+  function mount(root) {
+    const mode = root.dataset.mode || "both";
+    root.textContent = "";
+    root.append(el("p", {className: "musictx-play-note"}, "The book's shipped models, running in this page " +
+      "(ONNX Runtime Web, WebAssembly): nothing is sent anywhere."));
+    if (mode !== "harmonise") continuePanel(root);
+    if (mode !== "continue") harmonisePanel(root);
+    if (location.protocol === "file:") {
+      root.querySelectorAll(".musictx-play-error").forEach((e) => { e.textContent = "error: " +
+        "browsers do not run WebAssembly for a page opened from a file: serve the book " +
+        "(python3 -m http.server -d _build/html 8000) and open http://localhost:8000"; });
+    }
+  }
+
+  window.musictxPlay = {load, generate, continueChorale, harmonise, encode, decode, windowStart};
+  const start = () => document.querySelectorAll(".musictx-play").forEach(mount);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
+})();

@@ -1,0 +1,223 @@
+"""The model on the page (book/play.md, book/_ext/play.py, book/play/*.js) in a real browser, offline.
+
+A small book (the intro and the play page) is built with the real _config.yml and served on 127.0.0.1;
+Debian's headless Chromium opens it with every other request refused. In the page, ONNX Runtime Web runs
+the exported graphs (book/play/*.onnx), and the checks compare it with the package:
+
+- greedy continuation (temperature-free, ``top_k=1``) returns exactly the tokens of
+  ``generate(pretrained("relative"), prompt, top_k=1)``, across a slide of the window;
+- a harmonisation keeps the typed melody, and greedy harmonisation equals the package's;
+- bad input shows a message and breaks nothing; the page reports its speed;
+- the targets, measured here: at least 500 tokens/s sampling with the cache, a 16-bar harmonisation in
+  under 2 s.
+
+The measurements are written to _build/play-speed.json and the screenshots to _build/screenshots/play-*.png.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scripts import book_extension
+from test_offline import chromium_or_skip
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+TOC = "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/play\n"
+# a 16-bar melody: "Ode to Joy" four times over, with rests, dots and a tie
+ODE = "c'4 c' d' e' e' d' c' b c' c' d' e' d'4. c'8 c'2"
+MELODY_16 = "4/4 " + " ".join([ODE, ODE.replace("c'2", "c'4~ c'8 r8"), ODE, ODE.replace("d'4. c'8", "d'8 r8 c'4")])
+
+
+def build_play_book(dest: Path) -> Path:
+    book = dest / "book-src"
+    for f in ("_config.yml", "references.bib", "book/intro.md", "book/play.md"):
+        (book / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / f, book / f)
+    (book / "book" / "_ext").symlink_to(ROOT / "book" / "_ext")
+    (book / "book" / "play").symlink_to(ROOT / "book" / "play")
+    (book / "_toc.yml").write_text(TOC)
+    env = {k: v for k, v in os.environ.items() if k not in ("IPYTHONDIR", "MUSICTX_DEVICE")}
+    cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
+           "build", str(book)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, f"jupyter-book build failed:\n{log[-4000:]}"
+    (dest / "build.log").write_text(log)
+    return book / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The built small book, served on 127.0.0.1 (WebAssembly does not load from file: URLs)."""
+    html = build_play_book(tmp_path_factory.mktemp("play-book"))
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield html, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def page(served):
+    exe = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    html, base = served
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        ctx = browser.new_context(viewport={"width": 1100, "height": 1400})
+        seen = {"refused": [], "errors": [], "requests": []}
+
+        def route(r):
+            if r.request.url.startswith((base + "/", "data:", "blob:")):
+                r.continue_()
+            else:
+                seen["refused"].append(r.request.url)
+                r.abort("internetdisconnected")
+
+        ctx.route("**/*", route)
+        pg = ctx.new_page()
+        pg.set_default_timeout(180_000)
+        pg.on("pageerror", lambda e: seen["errors"].append(str(e)))
+        pg.on("request", lambda r: seen["requests"].append(r.url))
+        pg.goto(f"{base}/book/play.html", wait_until="load")
+        pg.wait_for_function("() => window.musictxPlay")
+        pg.evaluate("() => musictxPlay.load().then(() => true)")
+        pg.seen = seen
+        yield pg
+        browser.close()
+
+
+@functools.cache
+def model(name):
+    from musictx_lite import pretrained
+
+    return pretrained(name)
+
+
+def test_only_the_play_page_loads_the_runtime_and_the_build_reports_its_weight(served):
+    html, _ = served
+    play = (html / "book" / "play.html").read_text()
+    assert 'src="../_static/play/ort/ort.wasm.min.js"' in play and "musictx-play.js" in play
+    assert "ort.wasm.min.js" not in (html / "book" / "intro.html").read_text()
+    log = (html.parents[2] / "build.log").read_text()
+    assert "play: the model on the page adds" in log
+    wasm = html / "_static" / "play" / "ort" / "ort-wasm-simd-threaded.wasm"
+    assert wasm.stat().st_size > 1_000_000 and wasm.read_bytes()[:4] == b"\0asm"
+    offline = book_extension("offline")
+    assert offline.scan_html(html) == {}
+
+
+def test_greedy_continuation_equals_the_package_across_a_window_slide(page):
+    from musictx_lite.engine.sample import generate
+
+    chorales = json.loads((ROOT / "book" / "play" / "chorales.json").read_text())["chorales"]
+    speeds = []
+    for i in (0, 5):
+        got = page.evaluate(f"() => musictxPlay.continueChorale({{chorale: {i}, promptSteps: 32, steps: 64, "
+                            "topK: 1, seed: 0}).then(r => ({tokens: r.tokens, tps: r.tokensPerSecond, s: r.seconds}))")
+        from musictx_lite.io.tokens import encode
+
+        prompt = encode(np.array(chorales[i]["grid"][:32]))
+        want = generate(model("relative"), prompt, 64, top_k=1, seed=0)
+        assert len(got["tokens"]) == 1 + 4 * 96 > model("relative").context       # the window slid
+        assert got["tokens"] == want.tolist(), f"chorale {i}: the browser's greedy tokens differ"
+        speeds.append(got["tps"])
+    record("continue_tokens_per_s", max(speeds))
+    assert max(speeds) >= 500, f"sampling with the cache in Chromium: {speeds} tokens/s, target >= 500"
+
+
+def test_harmonisation_keeps_the_melody_equals_the_package_and_is_fast(page):
+    from musictx_lite.engine.harmonise import harmonise
+    from musictx_lite.io.melody import read_melody
+
+    melody = read_melody(MELODY_16)
+    assert len(melody.pitches) == 256                                               # 16 bars of 4/4
+    js = "t => musictxPlay.harmonise(t, {topK: 1}).then(r => ({grid: r.grid, s: r.seconds}))"
+    got = page.evaluate(js, MELODY_16)
+    want = harmonise(model("harmoniser"), melody.pitches, top_k=1)
+    assert np.array_equal(np.array(got["grid"]), want)
+    sampled = page.evaluate("t => musictxPlay.harmonise(t, {temperature: 1, seed: 3}).then(r => ({grid: r.grid, "
+                            "s: r.seconds}))", MELODY_16)
+    grid = np.array(sampled["grid"])
+    assert grid.shape == (256, 4) and np.array_equal(grid[:, 0], melody.pitches)    # the melody, exactly
+    assert not np.array_equal(grid, want)                                           # sampled, not greedy
+    seconds = min(got["s"], sampled["s"])
+    record("harmonise_16_bars_s", seconds)
+    assert seconds < 2, f"a 16-bar harmonisation took {seconds:.2f} s in Chromium, target < 2 s"
+
+
+def test_the_widget_harmonises_what_is_typed_and_reports_bad_input(page):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    panel = page.locator(".musictx-play-panel").nth(1)
+    panel.locator(".musictx-play-melody").fill("4/4 e'4 d' c' d' e' e' e'2 d'4 d' d'2 e'4 g' g'2")
+    panel.locator(".musictx-play-go").click()
+    page.wait_for_function("p => p.querySelector('.musictx-play-status').textContent.includes('tokens/s')",
+                           arg=panel.element_handle())
+    status = panel.locator(".musictx-play-status").inner_text()
+    assert "harmonised" in status and panel.locator(".musictx-play-error").inner_text() == ""
+    assert "16th steps" in panel.locator(".musictx-play-log").inner_text()
+    panel.screenshot(path=str(SCREENSHOTS / "play-harmonise.png"))
+
+    for text, message in [("4/4 c'4 trip{c'8 d' e'}", "16th-note grid"), ("", "empty"),
+                          ("4/4 c,,4 c''''4", "range")]:
+        panel.locator(".musictx-play-melody").fill(text)
+        panel.locator(".musictx-play-go").click()
+        page.wait_for_function("p => p.querySelector('.musictx-play-error').textContent.startsWith('error:')",
+                               arg=panel.element_handle())
+        err = panel.locator(".musictx-play-error").inner_text()
+        assert message in err and "\n" not in err, err
+    panel.locator(".musictx-play-melody").fill("4/4 c'4 d' e' f'")
+    panel.locator(".musictx-play-temperature").fill("0")
+    panel.locator(".musictx-play-go").click()
+    page.wait_for_function("p => p.querySelector('.musictx-play-error').textContent.includes('temperature')",
+                           arg=panel.element_handle())
+    panel.screenshot(path=str(SCREENSHOTS / "play-error.png"))
+    panel.locator(".musictx-play-temperature").fill("1")
+
+
+def test_the_widget_continues_a_chosen_chorale(page):
+    panel = page.locator(".musictx-play-panel").nth(0)
+    panel.locator(".musictx-play-chorale").select_option("3")
+    panel.locator(".musictx-play-length").fill("2")
+    panel.locator(".musictx-play-go").click()
+    page.wait_for_function("p => p.querySelector('.musictx-play-status').textContent.includes('tokens/s')",
+                           arg=panel.element_handle())
+    assert "jsb-test-003" in page.evaluate("() => document.querySelector('.musictx-play-chorale')"
+                                           ".selectedOptions[0].textContent")
+    panel.screenshot(path=str(SCREENSHOTS / "play-continue.png"))
+    panel.locator(".musictx-play-length").fill("99")
+    panel.locator(".musictx-play-go").click()
+    page.wait_for_function("p => p.querySelector('.musictx-play-error').textContent.includes('1 to 16')",
+                           arg=panel.element_handle())
+
+
+def test_no_request_left_the_book_and_no_script_failed(page):
+    assert page.seen["refused"] == [] and page.seen["errors"] == []
+    assert any(u.endswith(".wasm") for u in page.seen["requests"])
+
+
+def record(key: str, value: float) -> None:
+    """Keep a measurement in _build/play-speed.json (with the browser's version), for the closing note."""
+    path = ROOT / "_build" / "play-speed.json"
+    path.parent.mkdir(exist_ok=True)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[key] = round(value, 3)
+    data["date"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    path.write_text(json.dumps(data, indent=1) + "\n")
