@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from musictx_lite import ModelConfig, build_model
-from musictx_lite.models.export_step import (DecoderStep, HarmoniserStep, MelodyMemory, empty_cache,
-                                             relative_step, step)
+from musictx_lite.models.export_step import DecoderStep, HarmoniserStep, MelodyMemory, empty_cache, relative_step, step
 
 CFG = ModelConfig(n_embd=32, n_heads=2, n_layers=2, context=24)
 
