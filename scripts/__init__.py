@@ -9,7 +9,9 @@
   it adds packages and changes none; then every chapter runs in that environment's kernel;
 - ``bench_ddp``: training speed on one process against several under torchrun (the appendix);
 - ``compare_parallel``: several processes fill one comparison ledger (``compare --ledger --claim``), then export it;
-- ``time_recipe``: the recipe's steps timed on the device, projected to its budget and scaled to a T4.
+- ``time_recipe``: the recipe's steps timed on the device, projected to its budget and scaled to a T4;
+- ``harmonise_study``: chapter 12's study (the three ways to harmonise, over seeds, against Bach);
+- ``export_web``: the shipped models to ONNX for the book's pages (``book/play``), checked in ONNX Runtime.
 
 ``setup-env`` (bash) makes the virtual environment. The book's Sphinx extensions live in
 ``book/_ext``, where the book build loads them; ``book_extension`` loads one the same way.

@@ -38,10 +38,20 @@
         graphs[name] = await Promise.all(m.graphs.map((g) => ort.InferenceSession.create(BASE + g.file,
           {executionProviders: ["wasm"], graphOptimizationLevel: "all"})));
       }
+      for (const [name, m] of Object.entries(record.models)) await warmUp(graphs[name], m);
       return {record, prompts, graphs};
     })();
     loaded.catch(() => { loaded = null; });     // a failed load may be tried again
     return loaded;
+  }
+
+  async function warmUp(sessions, m) {           // a first call is slow (WebAssembly compiles, memory grows)
+    const row = new Float32Array(m.n_heads * m.head_size), feeds = {tokens: i64([1, 5, 6, 7], [1, 4]), pos: i64([0], [])};
+    for (let l = 0; l < m.n_layers; l++) {
+      for (const kind of ["keys", "values"]) feeds[`${kind}_${l}`] = new ort.Tensor("float32", row, [1, 1, m.n_heads, m.head_size]);
+    }
+    if (sessions.length > 1) Object.assign(feeds, await sessions[0].run({melody: i64([20, 20], [1, 2])}));
+    for (let i = 0; i < 3; i++) await sessions[sessions.length - 1].run(feeds);
   }
 
   // -- tokens, as musictx_lite.io.tokens ------------------------------------------------------------
@@ -120,6 +130,11 @@
     for (let i = 0; i < 4 * nSteps; i++) {
       const s = windowStart(idx.length, start, ctx);
       if (s !== start) { start = s; state = null; }           // the window slid: the cache is stale
+      const given = forced ? forced[idx.length - prompt.length] : -1;
+      if (given !== undefined && given >= 0) {
+        idx.push(given);                                      // given, not sampled: no call needed now,
+        continue;                                             // the next call reads it with the token after
+      }
       const feeds = {};
       if (state === null) {                                   // the window once, into an empty cache
         state = {pos: 0, cache: {}, memory: {}};
@@ -130,26 +145,22 @@
           const mel = melody.slice(start / 4, start / 4 + Math.ceil(ctx / 4));
           state.memory = await graphs[name][0].run({melody: i64(mel, [1, mel.length])});
         }
-        feeds.tokens = i64(idx.slice(start), [1, idx.length - start]);
-      } else {
-        feeds.tokens = i64([idx[idx.length - 1]], [1, 1]);    // the newest token only
       }
-      const T = feeds.tokens.dims[1];
+      const fresh = idx.slice(start + state.pos);             // the tokens the cache has not seen
+      const T = fresh.length;
+      feeds.tokens = i64(fresh, [1, T]);
       feeds.pos = i64([state.pos], []);
       const P = Math.max(state.pos, 1);                       // the rows kept (a prompt passes one, unused)
       for (const [key, data] of Object.entries(state.cache)) {
         feeds[key] = new ort.Tensor("float32", data.subarray(0, P * row), [1, P, m.n_heads, m.head_size]);
       }
-      if (melody) Object.assign(feeds, {memory_keys: state.memory.memory_keys, memory_values: state.memory.memory_values});
+      Object.assign(feeds, state.memory);                     // the harmoniser: each block's memory_keys_l, memory_values_l
       const out = await step.run(feeds);
       for (const [key, data] of Object.entries(state.cache)) data.set(out["new_" + key].data, state.pos * row);
       state.pos += T;
       const V = out.logits.dims[2];
       const logits = out.logits.data.subarray((T - 1) * V, T * V);
-      let next = pick(logits, {temperature, topK, banned: record.banned, rand});
-      const f = forced ? forced[idx.length - prompt.length] : -1;
-      if (f !== undefined && f >= 0) next = f;                // given, not sampled
-      idx.push(next);
+      idx.push(pick(logits, {temperature, topK, banned: record.banned, rand}));
       if (opts.onToken && i % 16 === 15) await opts.onToken(i + 1);
     }
     const seconds = (performance.now() - t0) / 1000;
@@ -231,10 +242,10 @@
     };
   }
 
-  function speed(out, what) {
-    return `${what}: ${out.tokens.length - (out.promptTokens || 0)} tokens, ${4 * out.grid.length} in all; ` +
-      `sampled in ${out.seconds.toFixed(2)} s, ${Math.round(out.tokensPerSecond)} tokens/s ` +
-      "(ONNX Runtime Web, WebAssembly, 1 thread, in this browser)";
+  function speed(r, what) {
+    const bars = (n) => `${n / 16} bar${n === 16 ? "" : "s"}`;
+    return `${what} ${bars(r.grid.length - r.given)} in ${r.seconds.toFixed(2)} s: ${Math.round(r.tokensPerSecond)} ` +
+      "tokens/s (ONNX Runtime Web, WebAssembly, 1 thread, in this browser)";
   }
 
   async function run(button, out, work) {
@@ -274,10 +285,10 @@
       const r = await continueChorale({chorale: Number(chorale.value), promptSteps: Number(bars.value), steps: 16 * n,
         temperature: Number(temp.value), seed: Number(seed.value),
         onToken: (k) => { out.status.textContent = `sampling… ${k} of ${64 * n} tokens`; return new Promise(requestAnimationFrame); }});
-      r.promptTokens = 1 + 4 * r.promptSteps;
-      out.show(r.grid, r.onsets, {title: `${r.name}: ${r.promptSteps / 16} bar(s) of Bach, then the model`,
+      r.given = r.promptSteps;
+      out.show(r.grid, r.onsets, {title: `${r.name}: ${r.promptSteps / 16} bar${r.promptSteps > 16 ? "s" : ""} of Bach, then the model`,
         given: r.grid.map((_, t) => t < r.promptSteps)});
-      out.status.textContent = speed(r, "continued");
+      out.status.textContent = speed(r, "continued by");
     });
   }
 
@@ -318,7 +329,7 @@
       const r = await harmonise(text.value, {temperature: Number(temp.value), seed: Number(seed.value),
         onToken: (k) => { out.status.textContent = `sampling… ${k} tokens`; return new Promise(requestAnimationFrame); }});
       out.log.textContent = r.melody.log.join("; ");
-      r.promptTokens = 1;
+      r.given = 0;
       out.show(r.grid, r.onsets, {title: "your melody (soprano), harmonised by the model", given: 0});
       out.status.textContent = speed(r, "harmonised");
     });

@@ -21,6 +21,7 @@ from .midi import STEPS_PER_QUARTER, note_name, open_midi
 
 SOPRANO = (60, 81)            # the lowest and highest soprano notes of the official split's training chorales
 MAX_STEPS = 64 * 16           # 64 bars of 4/4: the longest melody harmonised in one call
+FILES = (".mid", ".midi", ".xml", ".musicxml", ".mxl", ".abc")   # the kinds of file read_notes reads
 
 
 class MelodyError(ValueError):
@@ -108,11 +109,24 @@ def notes_from_music21(source: str, what: str) -> tuple[list[Note], str | None]:
     return notes, (ts[0].ratioString if ts else None)
 
 
+def _names_a_file(text: str) -> bool:
+    """Does ``text`` name a file (one that exists, or with a suffix and no spaces), or is it a melody?"""
+    suffix = Path(text).suffix.lower()
+    if suffix in FILES or (suffix and not any(c.isspace() for c in text.strip())):
+        return True
+    try:
+        return Path(text).exists()
+    except OSError:                                            # a long melody is no file's name
+        return False
+
+
 def read_notes(source: str | os.PathLike, track: int | None = None) -> tuple[list[Note], str | None]:
     """The notes of a melody: a path to MIDI (.mid, .midi), MusicXML (.xml, .musicxml, .mxl) or ABC (.abc),
     or tinyNotation text (``"4/4 c'4 d' e' f' g'2"``, or with its ``tinyNotation:`` prefix)."""
     text = str(source)
-    if text.lstrip().startswith("tinyNotation:") or (not Path(text).suffix and not Path(text).exists()):
+    if not text.strip():
+        raise MelodyError("the melody is empty")
+    if text.lstrip().startswith("tinyNotation:") or not _names_a_file(text):   # "c4. d8 e2" is a melody
         body = text.split("tinyNotation:", 1)[-1].strip()
         if not body:
             raise MelodyError("the melody is empty")

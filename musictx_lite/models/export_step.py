@@ -90,38 +90,36 @@ class DecoderStep(nn.Module):
 
 
 class MelodyMemory(nn.Module):
-    """The harmoniser's encoder once per window: melody (1, S) -> the keys and values every decoder block's
-    cross-attention reads, (n_layers, 1, nh, S, hs) each."""
+    """The harmoniser's encoder once per window: melody (1, S) -> the keys and values each decoder block's
+    cross-attention reads, [mk_0, mv_0, mk_1, mv_1, ...] (1, nh, S, hs) each."""
 
     def __init__(self, model: Harmoniser):
         super().__init__()
         self.model = model
 
-    def forward(self, melody: torch.Tensor):
+    def forward(self, melody: torch.Tensor) -> list[torch.Tensor]:
         memory = self.model.encode(melody)                                # (1, S, C)
-        kv = [b.cross.memory_kv(memory) for b in self.model.blocks]
-        return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
+        return [t for b in self.model.blocks for t in b.cross.memory_kv(memory)]
 
 
 class HarmoniserStep(nn.Module):
     """The harmoniser's decoder (chapter 12) as one step of a sampler: as ``DecoderStep``, with the
-    memory's keys and values (n_layers, 1, nh, S, hs) each, from ``MelodyMemory``. Positions count from the
-    window's start, as in ``generate``."""
+    memory's keys and values from ``MelodyMemory``. Positions count from the window's start, as in
+    ``generate``."""
 
     def __init__(self, model: Harmoniser):
         super().__init__()
         check_relative(model.blocks)
         self.model = model
 
-    def forward(self, idx: torch.Tensor, pos: torch.Tensor, cache: list[torch.Tensor], mem_k: torch.Tensor,
-                mem_v: torch.Tensor):
+    def forward(self, idx: torch.Tensor, pos: torch.Tensor, cache: list[torch.Tensor], memory: list[torch.Tensor]):
         m, new = self.model, []
         steps = melody_steps(pos + torch.arange(idx.shape[1], device=idx.device))   # (T,)
         x = m.tok_emb(idx)                                                # (1, T, C)
         for i, block in enumerate(m.blocks):
             h, k, v = relative_step(block.mixer, block.ln1(x), pos, cache[2 * i], cache[2 * i + 1])
             x = x + h
-            x = x + block.cross(block.ln2(x), steps, kv=(mem_k[i], mem_v[i]))   # reads the melody
+            x = x + block.cross(block.ln2(x), steps, kv=(memory[2 * i], memory[2 * i + 1]))   # reads the melody
             x = x + block.ff(block.ln3(x))
             new += [k, v]
         return m.readout(m.ln_f(x)), new
@@ -135,7 +133,7 @@ def empty_cache(model: nn.Module) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def step(module: nn.Module, idx: torch.Tensor, pos: int, cache: list[torch.Tensor], *memory) -> torch.Tensor:
+def step(module: nn.Module, idx: torch.Tensor, pos: int, cache: list[torch.Tensor], *memory: list) -> torch.Tensor:
     """One call as the page makes it: the logits (1, T, V) of ``idx`` (1, T) at ``pos``, given the rows
     0..pos-1 of ``cache`` (one unused row for a prompt); the new rows are written into ``cache``."""
     kept = [c[:, :max(pos, 1)] for c in cache]                          # (1, P, nh, hs)

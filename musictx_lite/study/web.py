@@ -80,12 +80,11 @@ def _wrappers(name: str, model: nn.Module) -> list[tuple[str, nn.Module, tuple, 
                  {"idx": {1: T}, "pos": None, "cache": rows}, ins, outs)]
     S = torch.export.Dim("S", min=1, max=-(-model.context // 4))
     melody = torch.full((1, 7), N_SPECIAL + 12)
-    mem_k, mem_v = MelodyMemory(model)(melody)
-    return [("harmoniser-encoder.onnx", MelodyMemory(model), (melody,), {"melody": {1: S}},
-             ["melody"], ["memory_keys", "memory_values"]),
-            ("harmoniser-decoder.onnx", HarmoniserStep(model), (tokens, pos, cache, mem_k, mem_v),
-             {"idx": {1: T}, "pos": None, "cache": rows, "mem_k": {3: S}, "mem_v": {3: S}},
-             ins + ["memory_keys", "memory_values"], outs)]
+    memory = MelodyMemory(model)(melody)
+    mem = cache_names(n, "memory_")
+    return [("harmoniser-encoder.onnx", MelodyMemory(model), (melody,), {"melody": {1: S}}, ["melody"], mem),
+            ("harmoniser-decoder.onnx", HarmoniserStep(model), (tokens, pos, cache, memory),
+             {"idx": {1: T}, "pos": None, "cache": rows, "memory": [{2: S}] * len(memory)}, ins + mem, outs)]
 
 
 def half_weights(path: Path) -> int:
@@ -142,8 +141,8 @@ def check(name: str, grids: list[np.ndarray], folder: Path = WEB, prompt: int = 
         cache = [t.numpy() for t in empty_cache(model)]                 # the page's buffers
         feeds = {}
         if name == "harmoniser":
-            mem_k, mem_v = files[0].run(None, {"melody": tokens[:, 1::4]})
-            feeds = {"memory_keys": mem_k, "memory_values": mem_v}
+            memory = files[0].run(None, {"melody": tokens[:, 1::4]})
+            feeds = dict(zip(cache_names(model.cfg.n_layers, "memory_"), memory))
         got = []
         for start, end in [(0, prompt)] + [(t, t + 1) for t in range(prompt, tokens.shape[1])]:
             kept = [c[:, :max(start, 1)] for c in cache]                # rows 0..start-1 (one unused)

@@ -5,30 +5,16 @@ except in CI, where they fail. A drawn roll of a real chorale lands in _build/sc
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_offline import chromium_or_skip
 
 from musictx_lite.io.audio import ATTACK, HARMONICS, PEAK, RELEASE, organ
 from musictx_lite.io.midi import grid_to_midi, notes_of
 from musictx_lite.io.tokens import decode, encode
-
-try:
-    from test_offline import chromium_or_skip
-except ImportError:     # run on its own, outside pytest's rootdir imports
-    CHROMIUM = os.environ.get("MUSICTX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-
-    def chromium_or_skip() -> str:
-        if Path(CHROMIUM).exists():
-            return CHROMIUM
-        msg = f"no Chromium at {CHROMIUM}: apt-get install -y chromium (the browser checks need it)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the browser checks, but {msg}")
-        pytest.skip(msg)
 
 ROOT = Path(__file__).resolve().parents[2]
 SOUND_JS = ROOT / "book" / "play" / "sound.js"

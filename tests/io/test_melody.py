@@ -30,6 +30,13 @@ def test_tiny_notation_reads_to_the_16th_grid():
     assert m.onsets.sum() == 11 and m.onsets[0] and not m.onsets[1]
     assert m.shift == 0 and m.metre == "4/4" and m.log[0] == "11 notes, 48 16th steps (3 bars of 4/4)"
     assert read_melody("tinyNotation: " + TUNE).pitches.tolist() == want          # with its prefix
+    # a dot in the text is a dotted note, not a file's suffix; an empty melody says so
+    assert read_melody("c'4. d'8 e'2").pitches.tolist() == [72] * 6 + [74] * 2 + [76] * 8
+    for empty in ("", "   ", "tinyNotation:"):
+        with pytest.raises(MelodyError, match="the melody is empty"):
+            read_melody(empty)
+    with pytest.raises(MelodyError, match="tune.txt not found"):                  # a file's name stays one
+        read_melody("tune.txt")
 
 
 def test_every_format_reads_the_same_melody(tmp_path):

@@ -41,11 +41,11 @@ def test_harmoniser_step_gives_the_models_logits():
     with torch.no_grad():
         want = model(tokens)
         memory = MelodyMemory(model)(tokens[:, 1::4])                   # the window's melody
-        assert memory[0].shape == (2, 1, 2, 6, 16)
-    got, _ = calls(HarmoniserStep(model), tokens, 5, *memory)
+        assert len(memory) == 4 and memory[0].shape == (1, 2, 6, 16)       # k, v of each block
+    got, _ = calls(HarmoniserStep(model), tokens, 5, memory)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     other = MelodyMemory(model)(torch.randint(5, 54, (1, 6)))           # another melody changes the logits
-    assert not torch.allclose(calls(HarmoniserStep(model), tokens, 5, *other)[0], want, atol=1e-3)
+    assert not torch.allclose(calls(HarmoniserStep(model), tokens, 5, other)[0], want, atol=1e-3)
 
 
 def test_relative_step_hides_unwritten_rows_and_the_future():
