@@ -12,11 +12,11 @@ import re
 import shlex
 import socket
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
 from test_offline import CHAPTER, SCREENSHOTS, chromium_or_skip, offline, small_book  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
