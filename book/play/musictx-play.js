@@ -45,13 +45,18 @@
     return loaded;
   }
 
-  async function warmUp(sessions, m) {           // a first call is slow (WebAssembly compiles, memory grows)
-    const row = new Float32Array(m.n_heads * m.head_size), feeds = {tokens: i64([1, 5, 6, 7], [1, 4]), pos: i64([0], [])};
-    for (let l = 0; l < m.n_layers; l++) {
-      for (const kind of ["keys", "values"]) feeds[`${kind}_${l}`] = new ort.Tensor("float32", row, [1, 1, m.n_heads, m.head_size]);
+  /* A first call is slow (WebAssembly compiles, its memory grows): call each graph as sampling will,
+   * a whole window into one unused row, then one token against a full cache, before anyone waits. */
+  async function warmUp(sessions, m) {
+    const ctx = m.context, row = m.n_heads * m.head_size, melody = {};
+    if (sessions.length > 1) Object.assign(melody, await sessions[0].run({melody: i64(Array(ctx / 4).fill(20), [1, ctx / 4])}));
+    for (const [T, P] of [[ctx - 1, 1], ...Array(40).fill([1, ctx - 1])]) {
+      const feeds = {tokens: i64(Array(T).fill(5), [1, T]), pos: i64([P === 1 ? 0 : P], []), ...melody};
+      for (let l = 0; l < m.n_layers; l++) {
+        for (const kind of ["keys", "values"]) feeds[`${kind}_${l}`] = new ort.Tensor("float32", new Float32Array(P * row), [1, P, m.n_heads, m.head_size]);
+      }
+      await sessions[sessions.length - 1].run(feeds);
     }
-    if (sessions.length > 1) Object.assign(feeds, await sessions[0].run({melody: i64([20, 20], [1, 2])}));
-    for (let i = 0; i < 3; i++) await sessions[sessions.length - 1].run(feeds);
   }
 
   // -- tokens, as musictx_lite.io.tokens ------------------------------------------------------------
@@ -161,7 +166,7 @@
       const V = out.logits.dims[2];
       const logits = out.logits.data.subarray((T - 1) * V, T * V);
       idx.push(pick(logits, {temperature, topK, banned: record.banned, rand}));
-      if (opts.onToken && i % 16 === 15) await opts.onToken(i + 1);
+      if (opts.onToken && i % 64 === 63) await opts.onToken(i + 1);
     }
     const seconds = (performance.now() - t0) / 1000;
     return {tokens: idx, seconds, tokensPerSecond: (4 * nSteps) / seconds, grid: decode(idx, TOK)};
@@ -284,7 +289,7 @@
       if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
       const r = await continueChorale({chorale: Number(chorale.value), promptSteps: Number(bars.value), steps: 16 * n,
         temperature: Number(temp.value), seed: Number(seed.value),
-        onToken: (k) => { out.status.textContent = `sampling… ${k} of ${64 * n} tokens`; return new Promise(requestAnimationFrame); }});
+        onToken: (k) => { out.status.textContent = `sampling… ${k} of ${64 * n} tokens`; return new Promise((ok) => setTimeout(ok, 0)); }});
       r.given = r.promptSteps;
       out.show(r.grid, r.onsets, {title: `${r.name}: ${r.promptSteps / 16} bar${r.promptSteps > 16 ? "s" : ""} of Bach, then the model`,
         given: r.grid.map((_, t) => t < r.promptSteps)});
@@ -327,7 +332,7 @@
       if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
       out.log.textContent = "";
       const r = await harmonise(text.value, {temperature: Number(temp.value), seed: Number(seed.value),
-        onToken: (k) => { out.status.textContent = `sampling… ${k} tokens`; return new Promise(requestAnimationFrame); }});
+        onToken: (k) => { out.status.textContent = `sampling… ${k} tokens`; return new Promise((ok) => setTimeout(ok, 0)); }});
       out.log.textContent = r.melody.log.join("; ");
       r.given = 0;
       out.show(r.grid, r.onsets, {title: "your melody (soprano), harmonised by the model", given: 0});

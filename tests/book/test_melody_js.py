@@ -8,8 +8,6 @@ used), loaded from a file:// page. Without Chromium these tests skip, except in 
 """
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,18 +15,7 @@ import pytest
 from musictx_lite.io.melody import MAX_STEPS, SOPRANO, MelodyError, read_melody
 from musictx_lite.io.midi import note_name
 
-try:
-    from test_offline import chromium_or_skip
-except ImportError:     # run on its own, outside pytest's rootdir imports
-    CHROMIUM = os.environ.get("MUSICTX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-
-    def chromium_or_skip() -> str:
-        if Path(CHROMIUM).exists():
-            return CHROMIUM
-        msg = f"no Chromium at {CHROMIUM}: apt-get install -y chromium (the browser checks need it)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the browser checks, but {msg}")
-        pytest.skip(msg)
+from test_offline import chromium_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 MELODY_JS = ROOT / "book" / "play" / "melody.js"
