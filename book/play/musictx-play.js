@@ -4,7 +4,10 @@
  * run in ONNX Runtime Web (WebAssembly, one thread), bundled with the book: nothing is fetched from
  * another host. Sampling follows musictx_lite.engine.sample.generate step for step (the window that
  * slides by half a context, the banned tokens, top-k, the temperature), so that greedy decoding here
- * returns the tokens the package returns (tests/book/test_play.py checks it in Chromium).
+ * returns the tokens the package returns (tests/book/test_play.py checks it in Chromium); sampled ones
+ * differ, for the random generator is not torch's. Two differences of form: the graph holds no state
+ * (the page keeps the keys and values, models/export_step.py), and a given token (a melody's) is read
+ * together with the next call instead of costing a call of its own.
  *
  * A page asks for a widget with <div class="musictx-play" data-mode="continue|harmonise|both"></div>;
  * book/_ext/play.py adds this script (with ort.wasm.min.js, melody.js and sound.js) to those pages only.
@@ -269,7 +272,8 @@
 
   function continuePanel(root) {
     const chorale = el("select", {className: "musictx-play-chorale"});
-    const bars = el("select", {className: "musictx-play-prompt"}, ...[1, 2, 4].map((b) => el("option", {value: b * 16, textContent: `${b} bar${b > 1 ? "s" : ""}`})));
+    // at most 3 bars: 4 bars of 4 voices and BOS are 257 tokens, one more than the model's context
+    const bars = el("select", {className: "musictx-play-prompt"}, ...[1, 2, 3].map((b) => el("option", {value: b * 16, textContent: `${b} bar${b > 1 ? "s" : ""}`})));
     bars.value = "32";
     const length = el("input", {type: "number", min: 1, max: 16, value: 4, className: "musictx-play-length"});
     const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
@@ -304,7 +308,11 @@
       const name = KEYS[p % 12] + "'".repeat(Math.floor(p / 12) - 5);
       const black = name.includes("#") || name.includes("-");
       const key = el("button", {type: "button", className: black ? "black" : "white", title: name, textContent: black ? "" : name});
-      key.onclick = () => { input.value = (input.value.trimEnd() + " " + name + duration.value).trim(); };
+      key.onclick = () => {
+        input.value = (input.value.trimEnd() + " " + name + duration.value).trim();
+        MusictxSound.play([[p, -1, -1, -1], [p, -1, -1, -1]], [[true, false, false, false], [false, false, false, false]], {bpm: 100})
+          .done.catch(() => {});                             // the note, if the browser lets the page sound
+      };
       kb.append(key);
     }
     const rest = el("button", {type: "button", className: "rest", textContent: "rest"});
@@ -323,17 +331,21 @@
     duration.value = "4";
     const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
     const seed = el("input", {type: "number", step: 1, value: 0, className: "musictx-play-seed"});
+    const shift = el("input", {type: "number", step: 1, placeholder: "octaves", className: "musictx-play-transpose"});
     const go = el("button", {type: "button", className: "musictx-play-go", textContent: "Harmonise"});
     const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Harmonise a melody (tinyNotation)"),
-      text, keyboard(text, duration), field("key length", duration), field("temperature", temp), field("seed", seed), go);
+      text, keyboard(text, duration), field("key length", duration), field("temperature", temp), field("seed", seed), field("transpose", shift), go);
     root.append(panel);
     const out = output(panel);
     go.onclick = () => run(go, out, async () => {
       if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
+      if (shift.value !== "" && !/^-?\d+$/.test(shift.value)) throw new Error(`transpose is a whole number of semitones, or empty for octaves; got "${shift.value}"`);
       out.log.textContent = "";
       const r = await harmonise(text.value, {temperature: Number(temp.value), seed: Number(seed.value),
+        transpose: shift.value === "" ? null : Number(shift.value),
         onToken: (k) => { out.status.textContent = `sampling… ${k} tokens`; return new Promise((ok) => setTimeout(ok, 0)); }});
-      out.log.textContent = r.melody.log.join("; ");
+      const skipped = r.melody.ignored.length ? [`not tinyNotation, skipped: ${r.melody.ignored.join(" ")}`] : [];
+      out.log.textContent = [...r.melody.log, ...skipped].join("; ");
       r.given = 0;
       out.show(r.grid, r.onsets, {title: "your melody (soprano), harmonised by the model", given: 0});
       out.status.textContent = speed(r, "harmonised");

@@ -10,15 +10,17 @@ graph the rows kept so far and gets back the rows of its new tokens.
 - ``relative_step`` is chapter 8's relative global attention for T new tokens
   at positions pos..pos+T-1, against the P rows kept (rows pos and after are
   hidden: a prompt passes one unused row) and against themselves:
-  S^rel[i, j] = q_i E^r_{j - i + L - 1}, gathered. Not chapter 8's strided
-  skew: ``as_strided`` is one of the operations exporters are known to get
-  wrong. The rows are (1, P, nh, hs), time first, so that the first P rows of
-  the page's buffer are one contiguous block, passed without a copy;
+  S^rel[i, j] = q_i E^r_{j - i + L - 1} for query position i, gathered. Not
+  chapter 8's strided skew: ONNX has no operation for a strided view
+  (``as_strided``), so an exporter must rewrite it. The rows are (1, P, nh,
+  hs), time first, so that the first P rows of the page's buffer are one
+  contiguous block, passed without a copy in JavaScript;
 - ``DecoderStep`` runs a decoder of pre-LN relative blocks with it: the same
   graph reads a prompt (pos = 0, T tokens) and samples (T = 1);
 - ``MelodyMemory`` and ``HarmoniserStep`` split chapter 12's encoder-decoder
   the same way: the encoder's keys and values once per window, then the
-  decoder one token at a time;
+  decoder one sampled token per call (a given soprano token is read with the
+  next one);
 - ``step`` is one call as the page makes it, in PyTorch: the tests compare the
   two, and both with the model itself.
 """

@@ -44,7 +44,7 @@ from .hub import HERE, git_commit, pretrained
 
 WEB = Path(__file__).resolve().parents[2] / "book" / "play"
 GRAPHS = {"relative": ("relative.onnx",), "harmoniser": ("harmoniser-encoder.onnx", "harmoniser-decoder.onnx")}
-PROMPT_STEPS = 64                    # the opening 4 bars of each held-out chorale (a context of tokens)
+PROMPT_STEPS = 64                    # the opening 4 bars of each held-out chorale (prompts use up to 3)
 N_CHECKED = 8                        # the chorales the export checks ONNX Runtime on
 OPSET = 18
 

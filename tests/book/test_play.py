@@ -186,6 +186,14 @@ def test_the_widget_harmonises_what_is_typed_and_reports_bad_input(page):
                                arg=panel.element_handle(), timeout=30_000)
         err = panel.locator(".musictx-play-error").inner_text()
         assert message in err and "\n" not in err, err
+    panel.locator(".musictx-play-melody").fill("4/4 c''4 d'' x9 e''2")               # a typo, an octave asked
+    panel.locator(".musictx-play-transpose").fill("-12")
+    panel.locator(".musictx-play-go").click()
+    page.wait_for_function("p => p.querySelector('.musictx-play-log').textContent.includes('as asked')",
+                           arg=panel.element_handle(), timeout=60_000)
+    log = panel.locator(".musictx-play-log").inner_text()
+    assert "moved -12 semitones (as asked)" in log and "skipped: x9" in log, log
+    panel.locator(".musictx-play-transpose").fill("")
     panel.locator(".musictx-play-melody").fill("4/4 c'4 d' e' f'")
     panel.locator(".musictx-play-temperature").fill("0")
     panel.locator(".musictx-play-go").click()
