@@ -11,7 +11,7 @@ the exported graphs (book/play/*.onnx), and the checks compare it with the packa
 - the speed, measured here and printed against the targets (at least 500 tokens/s sampling with the
   cache, a 16-bar harmonisation in under 2 s). Times are not asserted at the targets: CI runs two test
   workers on two cores, and the other one may be training (the project's rule: speed targets are
-  printed, not timed tests). The assertions are loose guards: a tenth of the targets.
+  printed, not timed tests): no assertion compares a measured time.
 
 The measurements are written to _build/play-speed.json and the screenshots to _build/screenshots/play-*.png.
 """
@@ -39,7 +39,6 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 TOC = "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/play\n"
 # a 16-bar melody: "Ode to Joy" four times over, with rests, dots and a tie
 ODE = "c'4 c' d' e' e' d' c' b c' c' d' e' d'4. c'8 c'2"
-GUARD_TPS, GUARD_S = 50, 20            # a tenth of the targets: guards against a broken sampler, not the targets
 MELODY_16 = "4/4 " + " ".join([ODE, ODE.replace("c'2", "c'4~ c'8 r8"), ODE, ODE.replace("d'4. c'8", "d'8 r8 c'4")])
 
 
@@ -143,7 +142,6 @@ def test_greedy_continuation_equals_the_package_across_a_window_slide(page):
         assert got["tokens"] == want.tolist(), f"chorale {i}: the browser's greedy tokens differ"
         speeds.append(got["tps"])
     record("continue_tokens_per_s", max(speeds), target=">= 500", met=max(speeds) >= 500)
-    assert max(speeds) >= GUARD_TPS, f"sampling with the cache in Chromium: {speeds} tokens/s"
 
 
 def test_harmonisation_keeps_the_melody_equals_the_package_and_is_fast(page):
@@ -163,7 +161,6 @@ def test_harmonisation_keeps_the_melody_equals_the_package_and_is_fast(page):
     assert not np.array_equal(grid, want)                                           # sampled, not greedy
     seconds = min(got["s"], sampled["s"])
     record("harmonise_16_bars_s", seconds, target="< 2", met=seconds < 2)
-    assert seconds < GUARD_S, f"a 16-bar harmonisation took {seconds:.2f} s in Chromium"
 
 
 def test_the_widget_harmonises_what_is_typed_and_reports_bad_input(page):
