@@ -9,6 +9,9 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 # chapter 11 reads the official JSB split: a copy beside the checkout saves the download (offline builds)
 MUSICTX_JSB_PATH ?= $(wildcard $(CURDIR)/../shared/data/jsb/Jsb16thSeparated.json)
 export MUSICTX_JSB_PATH
+# chapter 13 reads the shared piano sample the same way (never committed: MAESTRO is non-commercial)
+MUSICTX_PIANO_PATH ?= $(wildcard $(CURDIR)/../shared/data/piano)
+export MUSICTX_PIANO_PATH
 
 .PHONY: book test env clean slides
 

@@ -113,10 +113,10 @@ def _check_writable(path: str, what: str, directory: bool = False) -> Path:
 # ---------------------------------------------------------------- commands
 
 def cmd_train(a: argparse.Namespace) -> None:
-    from . import build_model, get_profile, load_data, train
+    from . import build_model, get_profile, train
     from .checkpoint import read_checkpoint
     from .engine import distributed
-    from .models.registry import n_params
+    from .models.registry import MODELS, n_params
 
     _check_writable(a.out, "--out", directory=True)
     if a.freeze and a.start_from is None:
@@ -138,7 +138,7 @@ def cmd_train(a: argparse.Namespace) -> None:
                 read_checkpoint(t)                   # a clear error before anything is trained
             over["teachers"] = tuple(a.teachers)
         tcfg = p.train_config(a.model, **over)
-        data = load_data(a.data)
+        data = _train_data(a, MODELS[a.model].build(mcfg))
         torch.manual_seed(tcfg.seed)
         model = build_model(a.model, mcfg)
         if a.start_from is not None:
@@ -153,6 +153,41 @@ def cmd_train(a: argparse.Namespace) -> None:
         say(f"valid NLL: {hist.final_nll:.4f} nats/token")
     finally:
         distributed.teardown()
+
+
+PIANO_SAMPLE = "piano:"            # --data piano:giantmidi[,maestro,scores]: the shared piano sample (chapter 13)
+
+
+def _train_data(a: argparse.Namespace, model):
+    """The data ``train`` reads, checked against the model's task: a folder of MIDI files (``--data-dir``,
+    read with ``--codec``), the shared piano sample (``--data piano:VERSIONS``), or the chorales."""
+    from . import load_data
+    from .io.corpus import load_folder, load_piano_sample
+    from .io.data import SPLITS
+    from .models.tasks import EVENTS
+
+    events = getattr(model, "task", None) is EVENTS
+    if a.data_dir is not None or (a.data or "").startswith(PIANO_SAMPLE):
+        if not events:
+            raise ValueError(f"{a.model} learns the chorales' tokens; performances train piano-local or "
+                             f"piano-relative (chapter 13)")
+        if a.data_dir is not None:
+            data = load_folder(a.data_dir)
+        else:
+            data = load_piano_sample(tuple(v for v in a.data[len(PIANO_SAMPLE):].split(",") if v))
+        for path, why in data.skipped[:5]:
+            print(f"skipped {path}: {why}")
+        if data.skipped:
+            print(f"skipped {len(data.skipped)} of {len(data.skipped) + sum(len(data[s]) for s in SPLITS)} "
+                  f"MIDI files")
+        if not data.train or not data.valid:
+            raise ValueError(f"{data.source}: too few pieces to split ({len(data.train)} train, "
+                             f"{len(data.valid)} valid); a folder needs at least 3 readable files")
+        return data
+    if events:
+        raise ValueError(f"{a.model} learns piano performances: give --data-dir FOLDER (of MIDI files) or "
+                         f"--data piano:giantmidi")
+    return load_data(a.data)
 
 
 def _start_from(model, name: str, source: str, freeze: bool = False) -> None:
@@ -503,7 +538,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                     help="cuda, cuda:N, mps or cpu (default: $MUSICTX_DEVICE, else the best available)")
     cpu = option("--device", type=device_arg, default="cpu", help="cuda, cuda:N, mps or cpu (default cpu)")
     data = option("--data", default=None,
-                  help="data set: 'chorales' (embedded, default), 'jsb' (official split, downloaded), or a path")
+                  help="data set: 'chorales' (embedded, default), 'jsb' (official split, downloaded), a path, "
+                       "or piano:giantmidi (the shared piano sample's versions, chapter 13)")
     jsb = option("--data", default="jsb", help="'jsb' (the official split, downloaded once and sha256-checked; "
                                                "the default) or the path of a local Jsb16thSeparated.json")
     quiet = option("--quiet", action="store_true", help="no progress bars")
@@ -528,6 +564,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     t.add_argument("--start-from", default=None, choices=PRETRAINED, metavar="NAME",
                    help="begin as this shipped decoder (the harmoniser: its self-attention, feed-forward and "
                         "read-out; cross-attention starts at zero), then train")
+    t.add_argument("--data-dir", default=None, metavar="FOLDER",
+                   help="train on every MIDI file under FOLDER, read with --codec, split by piece (chapter 13); "
+                        "bad files are skipped and counted")
+    t.add_argument("--codec", choices=["performance"], default="performance",
+                   help="how --data-dir's files become tokens: performance events (Oore et al.; the default)")
     t.add_argument("--freeze", action="store_true",
                    help="with --start-from: keep the weights taken fixed; train only what is new")
     t.set_defaults(func=cmd_train)

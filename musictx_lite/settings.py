@@ -55,6 +55,10 @@ def jsb_path() -> str | None:
     return _get("MUSICTX_JSB_PATH")
 
 
+def piano_path() -> str | None:
+    return _get("MUSICTX_PIANO_PATH")
+
+
 def cache_dir() -> Path:
     return Path(_get("MUSICTX_CACHE") or Path.home() / ".cache" / "musictx_lite")
 

@@ -37,6 +37,19 @@ JSB_CANDIDATES = [Path(p) for p in (os.environ.get("MUSICTX_JSB_PATH") or "/none
 JSB = next((p for p in JSB_CANDIDATES if p.is_file()), JSB_CANDIDATES[1])
 if JSB.is_file():
     os.environ["MUSICTX_JSB_PATH"] = str(JSB)     # chapter 11's kernels load it without a download
+# the shared piano sample (chapter 13), found the same way
+PIANO_CANDIDATES = [Path(p) for p in (os.environ.get("MUSICTX_PIANO_PATH") or "/nonexistent",
+                                      ROOT.parent / "shared" / "data" / "piano", "/work/shared/data/piano")]
+PIANO = next((p for p in PIANO_CANDIDATES if (p / "pairs.csv").is_file()), PIANO_CANDIDATES[1])
+if (PIANO / "pairs.csv").is_file():
+    os.environ["MUSICTX_PIANO_PATH"] = str(PIANO)
+
+
+@pytest.fixture(scope="session")
+def piano_path() -> Path:
+    if not (PIANO / "pairs.csv").is_file():
+        pytest.skip(f"the shared piano sample is not present at {PIANO}")
+    return PIANO
 
 
 @pytest.fixture(scope="session")

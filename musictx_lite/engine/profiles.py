@@ -68,10 +68,23 @@ class Profile:
 
 # The size classes a model's record can name. "decoder" is every decoder of chapters 6-11: they share
 # chapter 5's shape in each profile, and only positions and the mixer change.
-SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder", "harmoniser")
+SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder", "harmoniser", "piano")
 # Chapter 12's encoder-decoder starts from the shipped ``relative`` decoder (``Harmoniser.start_from``), so in
 # every profile it has that decoder's shape (the recipe's); the profiles set its budget.
 SHIPPED_SHAPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1)
+
+# Chapter 13's piano decoders see 2,048 events, the paper's length. On 2 CPU cores (the cpu profile) a
+# narrow two-block decoder, 60 steps of 4 crops: global and local attention, two seeds each, train in the
+# chapter's 3 minutes. The shipped model (``paper``) is chapter 8's recipe shape over 2,048 events, trained
+# for an hour on one core; Colab's (``gpu``) is wider and deeper, on MAESTRO.
+PIANO_CPU = dict(n_embd=64, n_layers=2, n_heads=4, context=2048, dropout=0.0, batch_size=4, max_steps=60,
+                 warmup_steps=10, lr=3e-3, eval_every=60, ckpt_every=60, transpose=True)
+PIANO_RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, context=2048, dropout=0.1, batch_size=4, max_steps=1000,
+                    lr=2e-3, min_lr_ratio=0.1, warmup_steps=100, weight_decay=0.1, eval_every=100, ckpt_every=50,
+                    transpose=True, keep_best=True, patience=None, cpu_bf16=False)
+PIANO_GPU = dict(n_embd=256, n_layers=6, n_heads=8, context=2048, dropout=0.1, batch_size=16, max_steps=3000,
+                 lr=1e-3, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1, eval_every=500, ckpt_every=250,
+                 transpose=True, eval_pieces=20)
 
 PROFILES = {
     "smoke": Profile(
@@ -83,7 +96,8 @@ PROFILES = {
         notes="CI: seconds per chapter; numbers mean nothing",
         unchecked="the smoke profile trains for seconds: its numbers mean nothing",
         sizes={**{size: {} for size in SIZES}, "fill": dict(batch_size=64),
-               "harmoniser": dict(SHIPPED_SHAPE, batch_size=4, max_steps=4, eval_every=4, ckpt_every=4)},
+               "harmoniser": dict(SHIPPED_SHAPE, batch_size=4, max_steps=4, eval_every=4, ckpt_every=4),
+               "piano": dict(context=512, batch_size=2, max_steps=4, eval_every=4, ckpt_every=4, eval_pieces=2)},
         comparison=dict(eval_every=5),
     ),
     "cpu": Profile(
@@ -106,6 +120,8 @@ PROFILES = {
             # trained over the frozen decoder: about 90 s of the chapter's 3 minutes
             "harmoniser": dict(SHIPPED_SHAPE, batch_size=16, max_steps=200, warmup_steps=20, lr=3e-3,
                                eval_every=100, ckpt_every=100, eval_pieces=16, transpose=True, cpu_bf16=True),
+            # chapter 13: 2,048 events, a small decoder, global and local for two seeds each in 3 minutes
+            "piano": PIANO_CPU,
         },
         # chapter 11 trains 17 models within its 3 minutes: chapters 6-9's size for 120 steps
         comparison=dict(n_embd=64, n_layers=3, n_heads=4, max_steps=120, warmup_steps=20, lr=6e-3,
@@ -129,7 +145,7 @@ PROFILES["paper"] = Profile(
     notes="the paper-level recipe of chapter 11 (reproduce jsb, compare): hours on a CPU, minutes on a GPU",
     unchecked="the chapters were not written for the paper profile",
     sizes={**{size: {} for size in SIZES}, "fill": dict(transpose=False), "lstm": RECIPE_LSTM,
-           "harmoniser": SHIPPED_SHAPE},
+           "harmoniser": SHIPPED_SHAPE, "piano": PIANO_RECIPE},
     comparison={},                       # compare --profile paper: every model with the whole recipe
     comparison_sizes={"lstm": RECIPE_LSTM},
 )
@@ -163,7 +179,8 @@ PROFILES["gpu"] = Profile(
            "one-head": dict(n_layers=1, dropout=0.0),
            "multi-head": dict(n_layers=1, dropout=0.0),
            "transformer": dict(n_embd=64, n_layers=3, n_heads=4),
-           "harmoniser": dict(SHIPPED_SHAPE, max_steps=800, eval_every=200, ckpt_every=200)},
+           "harmoniser": dict(SHIPPED_SHAPE, max_steps=800, eval_every=200, ckpt_every=200),
+           "piano": PIANO_GPU},
     comparison=dict(max_steps=800, warmup_steps=100, eval_every=200, ckpt_every=200),
     unchecked="the gpu profile's chapters have not yet all run on a GPU, so what they read is printed, "
               "not asserted",

@@ -13,13 +13,14 @@ and, at most, one small module.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
 import torch.nn as nn
 
 from ..checkpoint import read_checkpoint
+from ..io.performance import VOCAB_SIZE as EVENT_VOCAB
 from .attention import CausalHead, Head, MultiHeadAttention, MultiHeadLoop
 from .blocks import block_decoder
 from .cache import with_cache
@@ -34,6 +35,7 @@ from .positions import LearnedPositions, SinusoidalPositions
 from .relative import ALiBi, BiasedAttention, RelativeGlobal, RotaryAttention, ShawAttention
 from .relative_fast import RelativeGlobalAttention
 from .rnn import LSTMAttention, LSTMModel
+from .tasks import EVENTS
 from .voices import VoiceEmbedding
 
 
@@ -55,6 +57,17 @@ def relative_global(cfg: ModelConfig) -> nn.Module:
 SHAW_K = 16       # Shaw's clipping distance: 16 tokens = 4 steps of four voices (chapter 7)
 LOCAL_N = 32      # the block length of relative local attention (chapter 9)
 LOCAL_BENCH_N = 128   # ... and of the local rows that ``bench attention`` times
+PIANO_N = 128         # the block length of chapter 13's relative local attention over 2,048 events
+
+
+def performances(mixer: Callable[[ModelConfig], nn.Module]) -> Callable[[ModelConfig], nn.Module]:
+    """Chapter 13: chapter 8's decoder of ``mixer`` over the performance events (its vocabulary, whatever
+    ``cfg.vocab_size`` says), learning the next event (``tasks.EVENTS``)."""
+    def build(cfg: ModelConfig) -> nn.Module:
+        model = block_decoder(replace(cfg, vocab_size=EVENT_VOCAB), mixer)
+        model.task = EVENTS
+        return model
+    return build
 
 
 @dataclass(frozen=True)
@@ -122,6 +135,11 @@ MODELS: dict[str, Spec] = {
     "harmoniser": Spec(Harmoniser, 12, "harmoniser", left_out="harmonises a given melody, another task (chapter 12)"),
     # chapter 12, Coconet's way: fill in any hidden notes, harmonise by Gibbs sampling
     "coconet": Spec(Coconet, 12, "decoder", left_out="fills in hidden notes, another task (chapter 12)"),
+    # chapter 13: piano performances as events, 2,048 at a time: global against local relative attention
+    "piano-relative": Spec(performances(relative_global), 13, "piano",
+                           left_out="models piano performances, another data set (chapter 13)"),
+    "piano-local": Spec(performances(lambda c: LocalAttention(c, N=PIANO_N)), 13, "piano",
+                        left_out="models piano performances, another data set (chapter 13)"),
 }
 
 

@@ -1,5 +1,6 @@
 """What a model learns: the next-token task (chapters 1, 3-11): training crops, and
-validation NLL on whole pieces. Chapter 2's fill-in task lives in ``fill.py``.
+validation NLL on whole pieces. Chapter 2's fill-in task lives in ``fill.py``; chapter 13's
+performances (``EVENTS``) are the same task on another vocabulary, with their own crops.
 
 Notebook: notebooks/01_attention_in_rnns.ipynb (first used there).
 
@@ -18,8 +19,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..device import evaluating, model_device, to_model  # noqa: F401 (evaluating: also read from here)
+from ..io import performance
 from ..io.data import Piece
 from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, VOICES, encode
+
+
+def sequence(piece) -> np.ndarray:
+    """The tokens of a piece: a chorale's raster (``encode``), a performance's events (chapter 13)."""
+    tokens = getattr(piece, "tokens", None)
+    return encode(piece.pitches) if tokens is None else np.asarray(tokens, dtype=np.int64)
 
 
 def token_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor, soft: torch.Tensor | None = None) -> torch.Tensor:
@@ -114,7 +122,7 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) ->
     half the context), so every token sees at least half a context of history.
     """
     device = model_device(model)
-    seqs = sorted((torch.as_tensor(encode(p.pitches)) for p in pieces), key=len)
+    seqs = sorted((torch.as_tensor(sequence(p)) for p in pieces), key=len)
     ctx = getattr(model, "context", None)
     total, count = 0.0, 0
     if ctx is None:
@@ -146,7 +154,7 @@ def token_nlls(model: nn.Module, pieces: list[Piece]) -> list[np.ndarray]:
     device, ctx, out = model_device(model), getattr(model, "context", None), []
     with evaluating(model):
         for p in pieces:
-            s = torch.as_tensor(encode(p.pitches))
+            s = torch.as_tensor(sequence(p))
             X, Y = (s[None, :-1], s[None, 1:]) if ctx is None else windows(s, ctx)      # (n, T) each
             X, Y = X.to(device), Y.to(device)
             nll = F.cross_entropy(model(X).float().transpose(1, 2), Y, ignore_index=PAD, reduction="none")
@@ -166,7 +174,7 @@ def voice_nlls(model: nn.Module, pieces: list[Piece]) -> dict[str, float]:
 def piece_nlls(model: nn.Module, pieces: list[Piece]) -> tuple[np.ndarray, np.ndarray]:
     """Summed NLL (nats) and number of scored tokens of each piece, each scored by ``evaluate_nll``:
     what a bootstrap over pieces resamples (exercise 11.1, ``compare.compare_seeds``)."""
-    counts = np.array([len(encode(p.pitches)) - 1 for p in pieces])
+    counts = np.array([len(sequence(p)) - 1 for p in pieces])
     return np.array([evaluate_nll(model, [p]) for p in pieces]) * counts, counts
 
 
@@ -233,6 +241,80 @@ class Melody:
 
 
 MELODY = Melody()
+
+
+STRETCHES = (0.95, 0.975, 1.0, 1.025, 1.05)     # the paper's time stretches of the piano performances
+SHIFTS = range(-3, 4)                           # ... and its transpositions, in semitones
+
+
+class EventCrops:
+    """Random training crops of ``length`` events of performances (chapter 13), starting at any event.
+
+    With ``augment``, each crop comes from its performance stretched in time by one of ``STRETCHES``
+    (the notes' times scaled, then encoded again: a slower or faster performance) and transposed by
+    one of ``SHIFTS`` that keeps every key on the keyboard (0..127), as in the Music Transformer.
+    """
+
+    def __init__(self, pieces: list, length: int, seed: int = 0, augment: bool = False):
+        self.pieces, self.length, self.augment = pieces, length, augment
+        self.encoded = {(i, 1.0): torch.as_tensor(sequence(p)) for i, p in enumerate(pieces)}
+        self.n_starts = torch.tensor([max(1, len(s) - 1 - length + 1) for s in self.encoded.values()],
+                                     dtype=torch.float)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def events(self, i: int, stretch: float) -> torch.Tensor:
+        """The events of piece ``i`` stretched by ``stretch`` (encoded once, then kept)."""
+        if (i, stretch) not in self.encoded:
+            notes = self.pieces[i].notes.copy()
+            notes[:, :2] *= stretch
+            self.encoded[i, stretch] = torch.as_tensor(performance.encode(notes))
+        return self.encoded[i, stretch]
+
+    def draw(self, batch_size: int) -> list[tuple[int, float, int, int]]:
+        """(piece, stretch, start, shift) of each crop of a batch."""
+        which = torch.multinomial(self.n_starts, batch_size, replacement=True, generator=self.gen)
+        crops = []
+        for i in which.tolist():
+            stretch, shift = 1.0, 0
+            if self.augment:
+                stretch = STRETCHES[int(torch.randint(len(STRETCHES), (1,), generator=self.gen))]
+                pitches = self.pieces[i].notes[:, 2]
+                ok = [s for s in SHIFTS if 0 <= pitches.min() + s and pitches.max() + s <= 127]
+                shift = ok[int(torch.randint(len(ok), (1,), generator=self.gen))]
+            n = max(1, len(self.events(i, stretch)) - self.length)
+            crops.append((i, stretch, int(torch.randint(n, (1,), generator=self.gen)), shift))
+        return crops
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y), each (B, length); y is x shifted by one, PAD beyond a performance's end."""
+        xy = torch.full((batch_size, self.length + 1), PAD, dtype=torch.long)
+        for b, (i, stretch, start, shift) in enumerate(self.draw(batch_size)):
+            chunk = self.events(i, stretch)[start: start + self.length + 1]
+            xy[b, : len(chunk)] = transposed_events(chunk, shift)
+        return xy[:, :-1], xy[:, 1:]
+
+
+def transposed_events(tokens: torch.Tensor, shift: int) -> torch.Tensor:
+    """Events moved by ``shift`` semitones: note-ons and note-offs move, time and velocity stay."""
+    keys = (tokens >= performance.NOTE_ON) & (tokens < performance.TIME_SHIFT)
+    return torch.where(keys, tokens + shift, tokens)
+
+
+class Events:
+    """Predict the next event of a piano performance (chapter 13): ``EventCrops`` to train, whole
+    performances to score (``evaluate_nll``, in nats per event)."""
+
+    name = "events"
+    transposes = True                                  # the recipe's augmentation: shifts and stretches
+
+    def sampler(self, pieces: list, length: int, seed: int, transpose: bool = False) -> EventCrops:
+        return EventCrops(pieces, length, seed, augment=transpose)
+
+    def evaluate(self, model: nn.Module, pieces: list) -> float:
+        return evaluate_nll(model, pieces)
+
+
+EVENTS = Events()
 
 
 @torch.no_grad()
