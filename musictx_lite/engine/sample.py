@@ -1,7 +1,8 @@
 """Sampling music from a trained model: temperature, top-k, a prompt, and a key/value cache.
 
 Notebooks: notebooks/01_attention_in_rnns.ipynb (first used there);
-notebooks/11_comparison.ipynb (the cache, and what sampling costs).
+notebooks/11_comparison.ipynb (the cache, and what sampling costs);
+notebooks/13_piano.ipynb (``generate_events``: a performance continued).
 
 Re-encoding runs the model over the whole window for every new token. With a
 cache the model sees the prompt once and then one token per step: a decoder
@@ -21,7 +22,7 @@ import torch.nn as nn
 from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
 from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
-from ..models.tasks import MELODY, NEXT_TOKEN
+from ..models.tasks import EVENTS, MELODY, NEXT_TOKEN
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
@@ -29,19 +30,47 @@ def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
     return encode(piece.pitches[:n_steps])
 
 
-def window_start(n_tokens: int, start: int, context: int | None) -> int:
+def window_start(n_tokens: int, start: int, context: int | None, align: int = 4) -> int:
     """Where the model's window begins, once it holds ``n_tokens`` tokens and began at ``start``.
 
     When the window outgrows the context it slides forward by about half a
-    context, to a multiple of 4 (a step boundary: the voices stay aligned).
+    context, to a multiple of ``align``: 4 for the raster (a step boundary: the
+    voices stay aligned), 1 for performance events (chapter 13).
     It keeps ``start`` otherwise, so a cache stays valid until the next slide.
     """
-    if context is not None and context < 4:
-        raise ValueError(f"a context of {context} tokens holds less than one step of 4 voices; at least 4 needed")
+    if context is not None and context < align:
+        raise ValueError(f"a context of {context} tokens holds less than one step of {align} tokens; "
+                         f"at least {align} needed")
     if context is None or n_tokens - start <= context:
         return start
-    keep = max(4, context // 2)                                      # tokens of history kept
-    return -(-(n_tokens - keep) // 4) * 4                            # ceil to a multiple of 4
+    keep = max(align, context // 2)                                  # tokens of history kept
+    return -(-(n_tokens - keep) // align) * align                    # ceil to a multiple of align
+
+
+def check_sampling(temperature: float, top_k: int | None) -> float:
+    """A clear error for a temperature or top-k that makes no sense; the temperature as float32 holds it.
+
+    float32 holds temperatures from 1.2e-38 to 3.4e38; beyond them the distribution is, to float32's
+    precision, the argmax or uniform already, and a temperature outside would overflow to 0 or inf (NaN)."""
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be at least 1 (None: no limit), got {top_k}")
+    f32 = torch.finfo(torch.float32)
+    return min(max(temperature, f32.tiny), f32.max)
+
+
+def draw(logits: torch.Tensor, banned, top_k: int | None, t: float, gen: torch.Generator) -> torch.Tensor:
+    """One token (1,) from next-token logits (V,): ``banned`` tokens never, only the ``top_k`` likeliest
+    (None: all), at temperature ``t``. The largest logit is subtracted before dividing, so a tiny
+    temperature tends to the argmax instead of overflowing to inf (and NaN probabilities)."""
+    logits = logits.clone()
+    logits[list(banned)] = float("-inf")
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
+        logits[logits < kth] = float("-inf")
+    logits = (logits - logits.max()) / t
+    return torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
 
 
 @torch.no_grad()
@@ -64,10 +93,7 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
         task = getattr(getattr(model, "task", None), "name", "none")
         raise ValueError(f"{type(model).__name__} does not continue a sequence: its task is {task!r} "
                          f"(chapter 2's fill-in), not the next token")
-    if not (temperature > 0 and math.isfinite(temperature)):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be at least 1 (None: no limit), got {top_k}")
+    t = check_sampling(temperature, top_k)
     if n_steps < 0:
         raise ValueError(f"n_steps must be >= 0, got {n_steps}")
     if forced is not None:
@@ -90,10 +116,6 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
             raise ValueError("a harmoniser is given the melody: forced must hold the soprano of every step to "
                              "generate (every fourth token, from the first), after a prompt of whole steps")
         melody = to_model(model, np.r_[prompt, forced][1::4])[None]  # (1, steps): the prompt's and forced
-    # float32 holds temperatures from 1.2e-38 to 3.4e38; beyond them the distribution is, to float32's
-    # precision, the argmax or uniform already, and a temperature outside would overflow to 0 or inf (NaN)
-    f32 = torch.finfo(torch.float32)
-    t = min(max(temperature, f32.tiny), f32.max)
     use_cache = cache and getattr(model, "cacheable", False)
     device = model_device(model)
     gen = torch.Generator(device="cpu")
@@ -120,16 +142,45 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
             logits = logits[0, -1].float()                          # (V,)
             if trace is not None:
                 trace.append((logits / t).cpu())
-            logits[list(banned)] = float("-inf")
-            if top_k is not None:
-                kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
-                logits[logits < kth] = float("-inf")
-            # subtract the largest logit before dividing: a tiny temperature then tends to the argmax
-            # instead of overflowing to inf (and NaN probabilities)
-            logits = (logits - logits.max()) / t
-            nxt = torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
+            nxt = draw(logits, banned, top_k, t, gen)
             i = idx.shape[1] - len(prompt)                           # the i-th token after the prompt
             if forced is not None and i < len(forced) and forced[i] >= 0:
                 nxt = torch.tensor([forced[i]])                      # given, not sampled
             idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
+    return idx[0].cpu().numpy()
+
+
+@torch.no_grad()
+def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events: int = 512,
+                    temperature: float = 1.0, top_k: int | None = None, seed: int | None = 0) -> np.ndarray:
+    """Continue a performance (chapter 13): ``prompt`` events (BOS first; None: BOS alone) and ``n_events``
+    more, sampled one at a time with the model's cache; return all of them. The window slides by half a
+    context when it is full, as ``generate``'s does; PAD and BOS are never sampled."""
+    if getattr(model, "task", None) is not EVENTS:
+        raise ValueError(f"{type(model).__name__} does not model performance events (chapter 13's piano models do)")
+    t = check_sampling(temperature, top_k)
+    if n_events < 0:
+        raise ValueError(f"n_events must be >= 0, got {n_events}")
+    prompt = np.asarray([BOS] if prompt is None else prompt, dtype=np.int64)
+    if prompt.ndim != 1 or len(prompt) == 0 or prompt.min() < 0 or prompt.max() >= model.cfg.vocab_size:
+        raise ValueError(f"the prompt must be a non-empty sequence of event tokens (0..{model.cfg.vocab_size - 1})")
+    ctx = model.context
+    if len(prompt) > ctx:
+        prompt = prompt[-ctx:]                                       # the window keeps the newest events
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
+    idx = to_model(model, prompt)[None]                              # (1, T)
+    start, state = 0, None
+    with evaluating(model):
+        for _ in range(n_events):
+            new_start = window_start(idx.shape[1], start, ctx, align=1)
+            if new_start != start:                                   # the window slid: the cache is stale
+                start, state = new_start, None
+            if state is None:
+                state = model.new_cache()
+                logits = model(idx[:, start:], cache=state)
+            else:
+                logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest event only
+            nxt = draw(logits[0, -1].float(), (PAD, BOS), top_k, t, gen)
+            idx = torch.cat([idx, nxt.to(model_device(model))[None]], dim=1)
     return idx[0].cpu().numpy()

@@ -1,5 +1,5 @@
 """Hearing a pitch grid: FluidSynth where it is installed, else an additive organ; a player with the
-MIDI to download.
+MIDI to download. Chapter 13's performances play as a piano (``play_notes``).
 
 Notebook: notebooks/00_music_as_tokens.ipynb (every chapter plays what it generates)
 """
@@ -72,9 +72,35 @@ def organ(pm, fs: int) -> np.ndarray:
     return audio
 
 
+# The additive piano of ``piano``: harmonics 1-6 of every note, each decaying faster than the one below
+# (seconds for the fundamental to fall by 1/e), and the damper's release after the note ends.
+PIANO_HARMONICS = {1: 1.0, 2: 0.5, 3: 0.25, 4: 0.15, 5: 0.08, 6: 0.05}
+PIANO_DECAY, PIANO_RELEASE = 1.2, 0.12
+
+
+def piano(pm, fs: int) -> np.ndarray:
+    """Mono audio of a ``PrettyMIDI`` by additive synthesis, a piano-like sound without FluidSynth: each
+    note a sum of decaying harmonics (``PIANO_HARMONICS``), struck at its velocity, damped over
+    ``PIANO_RELEASE`` after its end."""
+    audio = np.zeros(int(np.ceil((pm.get_end_time() + PIANO_RELEASE) * fs)) + 1)
+    for inst in pm.instruments:
+        for note in inst.notes:
+            f0 = 440.0 * 2 ** ((note.pitch - 69) / 12)
+            length = note.end - note.start
+            t = np.arange(int((length + PIANO_RELEASE) * fs)) / fs                # (samples,)
+            damp = np.clip(1 - (t - length) / PIANO_RELEASE, 0, 1) * np.clip(t / 0.003, 0, 1)
+            decay = PIANO_DECAY * (261.6 / f0) ** 0.5                            # high notes die sooner
+            wave = sum(a * np.exp(-t * k / decay) * np.sin(2 * np.pi * k * f0 * t)
+                       for k, a in PIANO_HARMONICS.items() if k * f0 < fs / 2)
+            start = int(round(note.start * fs))
+            audio[start: start + len(t)] += (note.velocity / 127) ** 1.5 * damp * wave
+    return audio
+
+
 def _render(pm, fs: int) -> tuple[np.ndarray, int, str, str]:
     """(audio, rate, synth, note): FluidSynth with pretty_midi's bundled soundfont where it works,
-    else the additive ``organ``; ``note`` says in words which one played and why."""
+    else the additive ``organ`` (the ``piano`` for a piano track); ``note`` says in words which one
+    played and why."""
     problem = fluidsynth_problem()
     if problem is None:
         rate = int(min(max(fs, 8000), 96000))      # FluidSynth's range of sample rates
@@ -85,10 +111,13 @@ def _render(pm, fs: int) -> tuple[np.ndarray, int, str, str]:
             problem = f"FluidSynth failed ({type(e).__name__}: {e})"
         else:
             if audio.size and np.isfinite(audio).all() and np.abs(audio).max() > 0:
-                instrument = _pretty_midi().program_to_instrument_name(PROGRAM).lower()
+                program = pm.instruments[0].program if pm.instruments else PROGRAM
+                instrument = _pretty_midi().program_to_instrument_name(program).lower()
                 return (_normalised(audio), rate, "fluidsynth",
                         f"FluidSynth, General MIDI {instrument} ({SOUNDFONT} soundfont bundled with pretty_midi)")
             problem = "FluidSynth rendered silence"
+    if pm.instruments and pm.instruments[0].program == 0:               # General MIDI's grand piano
+        return _normalised(piano(pm, fs)), int(fs), "piano", f"additive piano, not FluidSynth: {problem} (see Setup)"
     return _normalised(organ(pm, fs)), int(fs), "organ", f"additive organ, not FluidSynth: {problem} (see Setup)"
 
 
@@ -167,3 +196,20 @@ def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float =
     pm.write(buf)
     audio, rate, synth, note = _render(pm, fs)
     return Clip(audio, rate, synth, note, buf.getvalue(), _midi_name(name), pitches)
+
+
+def play_notes(notes: np.ndarray, seconds: float = 20.0, fs: int = 8000, name: str = "performance.mid") -> Clip:
+    """A player for (the first ``seconds`` of) a performance, notes (n, 4) [start s, end s, pitch, velocity]
+    (chapter 13), as a piano, with its MIDI to download."""
+    from .performance import to_midi
+
+    notes = np.asarray(notes, dtype=np.float64).reshape(-1, 4)
+    notes = notes[notes[:, 0] < seconds].copy()
+    if len(notes) == 0:
+        raise ValueError(f"nothing to play: no note starts in the first {seconds:g} s")
+    notes[:, 1] = np.minimum(notes[:, 1], seconds)
+    pm = to_midi(notes)
+    buf = io.BytesIO()
+    pm.write(buf)
+    audio, rate, synth, note = _render(pm, fs)
+    return Clip(audio, rate, synth, note, buf.getvalue(), _midi_name(name))
