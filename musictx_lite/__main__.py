@@ -7,6 +7,8 @@ Notebook: book/using.md explains it; lecturers use it on shared GPU servers.
     python -m musictx_lite generate --checkpoint runs/attn --out attn.mid
     python -m musictx_lite generate --checkpoint runs/attn --prompt-midi mine.mid --out more.mid
     python -m musictx_lite generate --pretrained relative --out bach.mid
+    python -m musictx_lite train --model piano-local --data-dir my_midis/ --codec performance --out runs/piano
+    python -m musictx_lite generate --pretrained piano-local --prompt-midi mine.mid --prompt-seconds 5 --out more.mid
     python -m musictx_lite harmonise --melody "4/4 c'4 d' e' f' g'2 e' c'" --out tune.mid
     python -m musictx_lite harmonise tune.mid --track 0 --out chorale.mid --musicxml chorale.musicxml
     python -m musictx_lite baselines
@@ -239,12 +241,9 @@ def _chorale_prompt(a: argparse.Namespace, n_steps: int) -> tuple[np.ndarray, st
 def cmd_generate(a: argparse.Namespace) -> None:
     from . import generate, load_checkpoint, write_midi
     from .io.tokens import decode
-    from .models.tasks import NEXT_TOKEN
+    from .models.tasks import EVENTS, NEXT_TOKEN
 
     _check_writable(a.out, "--out")
-    prompt, what = None, "from scratch"
-    if a.prompt_midi is not None:                      # read it first: a bad file fails before the model loads
-        prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
     if a.pretrained is not None:
         from .study.hub import pretrained, record
 
@@ -252,6 +251,14 @@ def cmd_generate(a: argparse.Namespace) -> None:
         ck = {"model_name": f"pretrained {a.pretrained}", "step": record(a.pretrained)["best_step"]}
     else:
         model, ck = load_checkpoint(a.checkpoint, device=a.device or "cpu")
+    if getattr(model, "task", None) is EVENTS:         # a piano model continues a performance (chapter 13)
+        return _generate_performance(a, model, ck)
+    if a.prompt_seconds is not None or a.events is not None:
+        raise ValueError("--prompt-seconds and --events are for piano models (chapter 13); this model writes "
+                         "chorale steps: use --prompt-steps and --steps")
+    prompt, what = None, "from scratch"
+    if a.prompt_midi is not None:
+        prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
     if a.prompt_midi is None and a.prompt_steps != 0:
         prompt, what = _chorale_prompt(a, 16 if a.prompt_steps is None else a.prompt_steps)
     ctx = getattr(model, "context", None)
@@ -262,6 +269,36 @@ def cmd_generate(a: argparse.Namespace) -> None:
     tokens = generate(model, prompt, a.steps, a.temperature, a.top_k, a.seed)
     path = write_midi(decode(tokens), a.out)
     print(f"wrote {path}: {len(tokens) // 4} steps from {ck['model_name']} (step {ck['step']})")
+
+
+def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
+    """``generate`` for a piano model: continue the first ``--prompt-seconds`` of ``--prompt-midi`` (or start
+    from nothing) by ``--events`` events, and write the performance as a piano MIDI file."""
+    from .engine.sample import generate_events
+    from .io.performance import BOS, decode, encode, read_performance, write_performance
+
+    if a.prompt_steps is not None:
+        raise ValueError("--prompt-steps is for chorale models; a piano model takes --prompt-midi FILE and "
+                         "--prompt-seconds")
+    prompt, what = None, "from scratch"
+    if a.prompt_midi is not None:
+        perf = read_performance(a.prompt_midi)
+        seconds = 5.0 if a.prompt_seconds is None else a.prompt_seconds
+        if seconds > perf.seconds:
+            raise ValueError(f"--prompt-seconds {seconds:g} is longer than {a.prompt_midi} ({perf.seconds:.1f} s)")
+        notes = perf.notes[perf.notes[:, 0] < seconds].copy()
+        notes[:, 1] = np.minimum(notes[:, 1], seconds)        # a note sounding at the cut ends there
+        prompt = encode(notes) if len(notes) else np.array([BOS])
+        if len(prompt) > model.context:
+            print(f"the prompt's {len(prompt)} events are more than the model's context of {model.context}: "
+                  f"it sees the last {model.context}")
+        what = f"first {seconds:g} s of {a.prompt_midi} ({len(prompt) - 1} events)"
+    print(f"prompt: {what}")
+    tokens = generate_events(model, prompt, a.events or 1024, a.temperature, a.top_k, a.seed)
+    notes = decode(tokens)
+    path = write_performance(notes, a.out)
+    print(f"wrote {path}: {len(notes)} notes, {notes[:, 1].max() if len(notes) else 0:.1f} s, "
+          f"{a.events or 1024} events from {ck['model_name']} (step {ck['step']})")
 
 
 # harmonise --method: the shipped model each way of chapter 12 uses
@@ -520,6 +557,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     from .study.bench import implementations
     from .study.compare import compared
     from .study.hub import NAMES as PRETRAINED
+    from .study.hub import PIANO
 
     ap = argparse.ArgumentParser(prog="python -m musictx_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -576,7 +614,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     g = sub.add_parser("generate", help="sample music from a trained run into a MIDI file", parents=[data, cpu])
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a run directory written by 'train' (or its ckpt.pt)")
-    src.add_argument("--pretrained", choices=PRETRAINED, metavar="NAME",
+    src.add_argument("--pretrained", choices=PRETRAINED + (PIANO,), metavar="NAME",
                      help="a model shipped with the package: sinusoidal, relative or relative-voice "
                           "(chapter 11; trained on the official JSB split)")
     g.add_argument("--out", required=True, help="the .mid file to write")
@@ -587,11 +625,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                    help="start from the first N steps of the prompt (0: from scratch; "
                         "default: 16 of a chorale, all of --prompt-midi)")
     g.add_argument("--prompt-midi", default=None, metavar="FILE",
-                   help="continue this four-voice MIDI file instead of a chorale of the data set")
+                   help="continue this four-voice MIDI file instead of a chorale of the data set (a piano "
+                        "model: any piano MIDI file, its first --prompt-seconds)")
     g.add_argument("--prompt-split", default=None, choices=("train", "valid", "test"),
                    help="split the prompt chorale comes from (default valid)")
     g.add_argument("--prompt-index", type=nonnegative_int, default=None,
                    help="which chorale of that split (default 0)")
+    g.add_argument("--prompt-seconds", type=_number(float, lambda v: v >= 0, ">= 0"), default=None,
+                   metavar="S", help="piano models: the seconds of --prompt-midi to continue (default 5)")
+    g.add_argument("--events", type=positive_int, default=None,
+                   help="piano models: events to generate (default 1024, about 10-20 s of music)")
     g.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
     g.set_defaults(func=cmd_generate)
 

@@ -55,6 +55,36 @@ def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, t
     return ax
 
 
+def performance_roll(notes: np.ndarray, ax=None, title: str | None = None, seconds: float | None = None,
+                     start: float = 0.0, mark: float | None = None):
+    """Plot a performance, notes (n, 4) [start s, end s, pitch, velocity] (chapter 13), as a piano roll:
+    x in seconds from ``start`` (``seconds`` of them; None: to the end), a note's shade its velocity.
+    ``mark``: a dashed line at that time (where a prompt ends)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 3.2))
+    notes = np.asarray(notes, dtype=np.float64).reshape(-1, 4)
+    end = start + seconds if seconds is not None else (notes[:, 1].max() if len(notes) else start + 1)
+    shown = notes[(notes[:, 1] > start) & (notes[:, 0] < end)]
+    cmap = plt.get_cmap("Blues")
+    for s, e, p, v in shown:
+        ax.add_patch(plt.Rectangle((s, p - 0.4), min(e, end) - s, 0.8, color=cmap(0.3 + 0.7 * v / 127), lw=0))
+    lo, hi = (shown[:, 2].min(), shown[:, 2].max()) if len(shown) else (48, 72)
+    ax.set_xlim(start, end)
+    ax.set_ylim(lo - 2, hi + 2)
+    if mark is not None:
+        ax.axvline(mark, color="#d62728", ls="--", lw=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("MIDI pitch")
+    sm = mpl.cm.ScalarMappable(cmap=mpl.colors.LinearSegmentedColormap.from_list(
+        "vel", [cmap(0.3), cmap(1.0)]), norm=mpl.colors.Normalize(0, 127))
+    plt.colorbar(sm, ax=ax, label="velocity", fraction=0.03, pad=0.01)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
 def style() -> None:
     """The book's figure settings: 150 dpi on screen and in saved files."""
     mpl.rcParams.update({"figure.dpi": DPI, "savefig.dpi": DPI})

@@ -15,10 +15,12 @@ import numpy as np
 
 from ..io.data import Piece
 from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
+from ..models.tasks import sequence
 
 
 def _seqs(pieces: list[Piece]) -> list[list[int]]:
-    return [encode(p.pitches).tolist() for p in pieces]
+    """The tokens of each piece: a chorale's raster, or a performance's events (chapter 13)."""
+    return [sequence(p).tolist() for p in pieces]
 
 
 def _discounts(count_of_counts: Counter) -> tuple[float, float, float]:
