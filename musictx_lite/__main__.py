@@ -461,8 +461,19 @@ def cmd_export(a: argparse.Namespace) -> None:
 
     read_checkpoint(a.run)                                          # a clear error before anything else
     _check_writable(a.to, "--to", directory=True)
-    data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
-    rec = export_run(a.run, data, a.to, extra={"note": a.note} if a.note else None)
+    extra = {"note": a.note} if a.note else {}
+    if a.data.startswith(PIANO_SAMPLE):                             # chapter 13: the shared piano sample
+        from .io.corpus import ATTRIBUTION, load_piano_sample
+
+        versions = tuple(v for v in a.data[len(PIANO_SAMPLE):].split(",") if v)
+        data = load_piano_sample(versions)
+        if set(versions) - {"giantmidi"}:
+            raise ValueError("a shipped model trains on the CC BY transcriptions only (piano:giantmidi): "
+                             "MAESTRO is non-commercial and the scores' licence is not stated")
+        extra["attribution"] = ATTRIBUTION
+    else:
+        data = load_jsb() if a.data == "jsb" else load_jsb(a.data)
+    rec = export_run(a.run, data, a.to, extra=extra or None)
     print(f"exported {a.to}/{rec['file']} ({rec['bytes'] / 2**20:.1f} MiB, float16): "
           f"valid {rec['valid_nll']:.4f}, test {rec['test_nll']:.4f}"
           + (f"; its teachers' mean: valid {rec['teachers_valid_nll']:.4f}" if "teachers_valid_nll" in rec else ""))
@@ -730,7 +741,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     r.set_defaults(func=cmd_reproduce)
 
     e = sub.add_parser("export", help="ship a finished run: its best weights in float16 and a record with "
-                                      "its provenance and NLL (as reproduce --export)", parents=[jsb, note])
+                                      "its provenance and NLL (as reproduce --export); a piano model: "
+                                      "--data piano:giantmidi", parents=[jsb, note])
     e.add_argument("run", help="a run directory written by 'train'")
     e.add_argument("--to", default="musictx_lite/pretrained", metavar="DIR",
                    help="where <model>.pt and <model>.json go (default musictx_lite/pretrained)")
