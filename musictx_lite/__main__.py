@@ -29,6 +29,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -164,7 +165,7 @@ def _train_data(a: argparse.Namespace, model):
     """The data ``train`` reads, checked against the model's task: a folder of MIDI files (``--data-dir``,
     read with ``--codec``), the shared piano sample (``--data piano:VERSIONS``), or the chorales."""
     from . import load_data
-    from .io.corpus import load_folder, load_piano_sample
+    from .io.corpus import SkippedFile, load_folder, load_piano_sample
     from .io.data import SPLITS
     from .models.tasks import EVENTS
 
@@ -173,10 +174,12 @@ def _train_data(a: argparse.Namespace, model):
         if not events:
             raise ValueError(f"{a.model} learns the chorales' tokens; performances train piano-local or "
                              f"piano-relative (chapter 13)")
-        if a.data_dir is not None:
-            data = load_folder(a.data_dir)
-        else:
-            data = load_piano_sample(tuple(v for v in a.data[len(PIANO_SAMPLE):].split(",") if v))
+        with warnings.catch_warnings():                     # the skipped files are printed below, once
+            warnings.simplefilter("ignore", SkippedFile)
+            if a.data_dir is not None:
+                data = load_folder(a.data_dir)
+            else:
+                data = load_piano_sample(tuple(v for v in a.data[len(PIANO_SAMPLE):].split(",") if v))
         for path, why in data.skipped[:5]:
             print(f"skipped {path}: {why}")
         if data.skipped:

@@ -538,3 +538,75 @@ def test_train_start_from_the_shipped_decoder_begins_as_it(tmp_path, capsys, cho
     few = chorales.valid[:2]
     got = voice_nlls(load_teacher(tmp_path / "h"), few)["ATB"]
     assert abs(got - voice_nlls(pretrained("relative", device="cpu"), few)["ATB"]) < 1e-4
+
+
+# ------------------------------------------------------------------ piano performances (chapter 13): --data-dir
+
+def piano_folder(folder, good: int = 3):
+    """A folder of ``good`` small piano performances (one in a subfolder) and three bad MIDI files; returns
+    the bad files' names and a word each one's reason holds."""
+    import pretty_midi
+
+    from musictx_lite.io.performance import write_performance
+
+    rng = np.random.default_rng(0)
+    for i in range(good):
+        start = np.sort(rng.choice(800, 40, replace=False)) * 0.05
+        notes = np.column_stack([start, start + rng.uniform(0.05, 1, 40), rng.integers(36, 96, 40),
+                                 rng.integers(20, 120, 40)])
+        write_performance(notes, folder / ("sub" if i == 0 else "") / f"piece{i}.mid")
+    (folder / "corrupt.mid").write_bytes(rng.integers(0, 256, 2000, dtype=np.uint8).tobytes())
+    (folder / "empty.mid").write_bytes(b"")
+    pm = pretty_midi.PrettyMIDI()
+    drums = pretty_midi.Instrument(0, is_drum=True)
+    drums.notes.append(pretty_midi.Note(velocity=100, pitch=36, start=0, end=0.1))
+    pm.instruments.append(drums)
+    pm.write(str(folder / "drums.mid"))
+    (folder / "notes.txt").write_text("not a MIDI file\n")
+    return {"corrupt.mid": "is not a readable MIDI file", "drums.mid": "has only drum notes",
+            "empty.mid": "is empty"}
+
+
+def test_train_a_piano_model_on_a_folder_with_bad_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUSICTX_CACHE", str(tmp_path / "cache"))
+    bad = piano_folder(tmp_path / "midi")
+    res = run("train", "--model", "piano-local", "--profile", "smoke", "--data-dir", tmp_path / "midi",
+              "--out", tmp_path / "run", "--quiet")
+    lines = res.stdout.strip().splitlines()
+    for name, why in bad.items():
+        assert any(line.startswith(f"skipped {tmp_path / 'midi' / name}: {why}") for line in lines), res.stdout
+    assert "skipped 3 of 6 MIDI files" in lines and "Traceback" not in res.stderr
+    assert lines[-1].startswith("valid NLL: ") and 0 < float(lines[-1].split()[2]) < 7, res.stdout
+    assert (tmp_path / "run" / "ckpt.pt").is_file()
+    assert len(list((tmp_path / "cache").rglob("*.npz"))) == 3              # the readable files, cached
+
+
+def test_piano_data_and_models_must_match(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUSICTX_CACHE", str(tmp_path / "cache"))
+    piano_folder(tmp_path / "midi")
+    res = run("train", "--model", "relative", "--profile", "smoke", "--data-dir", tmp_path / "midi",
+              "--out", tmp_path / "run", check=False)
+    assert_error(res, "relative learns the chorales' tokens", "piano-local")
+    res = run("train", "--model", "piano-local", "--profile", "smoke", "--out", tmp_path / "run", check=False)
+    assert_error(res, "piano-local learns piano performances: give --data-dir FOLDER")
+    assert not (tmp_path / "run" / "ckpt.pt").exists()
+
+
+def test_a_folder_with_too_few_readable_files_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    from musictx_lite.io.corpus import SkippedFile
+
+    monkeypatch.setenv("MUSICTX_CACHE", str(tmp_path / "cache"))
+    piano_folder(tmp_path / "midi", good=2)
+    with pytest.warns(SkippedFile):
+        code, err, out = main_error(["train", "--model", "piano-local", "--profile", "smoke", "--data-dir",
+                                     tmp_path / "midi", "--out", tmp_path / "run"], capsys)
+    last = assert_clean_error(code, err, "too few pieces to split", "at least 3 readable files")
+    assert err.strip() == last and "skipped 3 of 5 MIDI files" in out
+    (tmp_path / "none").mkdir()
+    code, err, _ = main_error(["train", "--model", "piano-local", "--profile", "smoke", "--data-dir",
+                               tmp_path / "none", "--out", tmp_path / "run"], capsys)
+    assert_clean_error(code, err, "holds no .mid or .midi files")
+    code, err, _ = main_error(["train", "--model", "piano-local", "--profile", "smoke", "--data-dir",
+                               tmp_path / "missing", "--out", tmp_path / "run"], capsys)
+    assert_clean_error(code, err, "is not a folder")
+    assert not (tmp_path / "run" / "ckpt.pt").exists()

@@ -76,14 +76,15 @@ SHIPPED_SHAPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1
 # Chapter 13's piano decoders see 2,048 events, the paper's length. On 2 CPU cores (the cpu profile) a
 # narrow two-block decoder, 60 steps of 4 crops: global and local attention, two seeds each, train in the
 # chapter's 3 minutes. The shipped model (``paper``) is chapter 8's recipe shape over 2,048 events, trained
-# for an hour on one core; Colab's (``gpu``) is wider and deeper, on MAESTRO.
+# for an hour on one core; Colab's (``gpu``) is wider, on MAESTRO, two seeds of each within the 30
+# T4-minutes of the whole book (``budget --profile gpu``).
 PIANO_CPU = dict(n_embd=64, n_layers=2, n_heads=4, context=2048, dropout=0.0, batch_size=4, max_steps=60,
                  warmup_steps=10, lr=3e-3, eval_every=60, ckpt_every=60, transpose=True)
 PIANO_RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, context=2048, dropout=0.1, batch_size=4, max_steps=1000,
                     lr=2e-3, min_lr_ratio=0.1, warmup_steps=100, weight_decay=0.1, eval_every=100, ckpt_every=50,
                     transpose=True, keep_best=True, patience=None, cpu_bf16=False)
-PIANO_GPU = dict(n_embd=256, n_layers=6, n_heads=8, context=2048, dropout=0.1, batch_size=16, max_steps=3000,
-                 lr=1e-3, min_lr_ratio=0.1, warmup_steps=200, weight_decay=0.1, eval_every=500, ckpt_every=250,
+PIANO_GPU = dict(n_embd=192, n_layers=4, n_heads=4, context=2048, dropout=0.1, batch_size=8, max_steps=1500,
+                 lr=1e-3, min_lr_ratio=0.1, warmup_steps=150, weight_decay=0.1, eval_every=500, ckpt_every=250,
                  transpose=True, eval_pieces=20)
 
 PROFILES = {
@@ -270,8 +271,10 @@ T4_STEP_S = _measured_step_s()
 
 def config_flops(name: str, mcfg: ModelConfig, tcfg: TrainConfig) -> float:
     """Estimated FLOPs to train model ``name`` of config ``mcfg`` for ``tcfg``: 6 per weight per target token
-    (2 forward, 4 backward), plus 12 T C per token for each attention layer's scores and weighted sums."""
+    (2 forward, 4 backward), plus 12 S C per token for each attention layer's scores and weighted sums, S
+    the keys a query sees: the context T, or 2N for local attention in blocks of N (chapter 9)."""
     from ..models.attention import Head, MultiHeadAttention
+    from ..models.local import LocalAttention
     from ..models.registry import build_model
     from ..models.rnn import LSTMAttention
 
@@ -280,10 +283,12 @@ def config_flops(name: str, mcfg: ModelConfig, tcfg: TrainConfig) -> float:
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     weights += sum(p.numel() for n, p in model.named_parameters() if "lstm" in n)
     T = getattr(model, "context", None) or mcfg.context
-    attn_layers = sum(isinstance(m, (MultiHeadAttention, LSTMAttention)) or
-                      (isinstance(m, Head) and not isinstance(model, LSTMAttention)) for m in model.modules())
+    # each attention layer's span: the keys a query sees, T for global attention, at most 2N for local
+    spans = [min(T, 2 * m.N) if isinstance(m, LocalAttention) else T for m in model.modules()
+             if isinstance(m, (MultiHeadAttention, LSTMAttention)) or
+             (isinstance(m, Head) and not isinstance(model, LSTMAttention))]
     tokens = tcfg.batch_size * T * tcfg.max_steps
-    return tokens * (6 * weights + 12 * attn_layers * T * mcfg.n_embd)
+    return tokens * (6 * weights + 12 * sum(spans) * mcfg.n_embd)
 
 
 def train_flops(name: str, profile: Profile | str) -> float:

@@ -80,7 +80,7 @@ def read_cached(path: str | os.PathLike, piece: str = "", cache: bool = True) ->
     if target.exists():
         try:
             with np.load(target, allow_pickle=False) as z:
-                return Performance(name, z["notes"], z["tokens"], piece or name, str(path))
+                return Performance(name, z["notes"], z["tokens"].astype(np.int64), piece or name, str(path))
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):   # empty, cut short, bytes changed
             target.unlink(missing_ok=True)                  # a damaged cache entry is read again
     perf = read_performance(path, piece)

@@ -35,7 +35,7 @@ VOCAB_SIZE = VELOCITY + 32       # 390
 TICK = 0.01                      # seconds per time-shift unit
 MAX_SHIFT = 100                  # ticks in the longest single shift: 1 s
 PEDAL = 64                       # the sustain pedal's controller number
-CODEC_VERSION = 1                # cached encodings carry it; change it when the events change
+CODEC_VERSION = 2                # cached encodings carry it; change it when the events change
 
 
 def velocity_bin(velocity) -> np.ndarray:
@@ -118,7 +118,7 @@ def performance_notes(pm) -> np.ndarray:
 def quantised(notes: np.ndarray) -> np.ndarray:
     """Notes (n, 4) as integer rows [on tick, off tick, pitch, velocity bin] on the 10 ms grid, in the
     order ``encode`` writes them: every note at least one tick long, a key struck twice in one tick
-    kept once (the louder), a note ending where the same key starts again."""
+    kept once (the louder, sounding as long as either), a note ending where the same key starts again."""
     if len(notes) == 0:
         return np.zeros((0, 4), dtype=np.int64)
     q = np.column_stack([np.rint(notes[:, 0] / TICK), np.rint(notes[:, 1] / TICK),
@@ -126,7 +126,9 @@ def quantised(notes: np.ndarray) -> np.ndarray:
     q = q[np.lexsort((-q[:, 3], q[:, 0], q[:, 2]))]            # by pitch, onset, loudest first
     keep = np.ones(len(q), bool)
     keep[1:] = ~((q[1:, 2] == q[:-1, 2]) & (q[1:, 0] == q[:-1, 0]))
+    ends = np.maximum.reduceat(q[:, 1], np.flatnonzero(keep))      # the key sounds while either strike does
     q = q[keep]
+    q[:, 1] = ends
     q[:, 1] = np.maximum(q[:, 1], q[:, 0] + 1)
     same = q[1:, 2] == q[:-1, 2]                                  # the next note of the same key
     q[:-1, 1] = np.where(same, np.minimum(q[:-1, 1], q[1:, 0]), q[:-1, 1])
