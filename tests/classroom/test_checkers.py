@@ -14,7 +14,7 @@ from virtual_device import VirtualDevice  # tests/virtual_device.py
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.classroom import checkers
 from musictx_lite.classroom.checkers import CHECKERS, checkers_for
-from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11, ch12
+from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11, ch12, ch13
 from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.models.fnet import causal_fft_conv
 from musictx_lite.models.positions import LearnedPositions, sinusoids
@@ -22,7 +22,7 @@ from musictx_lite.models.relative import skew
 
 # the exercises whose text asks for a function or a module
 WITH_CODE = ["1.1", "3.1", "3.2", "4.1", "4.2", "5.1", "6.2", "6.3", "8.1", "9.1", "9.2", "9.3", "10.1", "10.2", "10.3",
-             "11.1", "11.2", "12.1", "12.2", "12.3"]
+             "11.1", "11.2", "12.1", "12.2", "12.3", "13.1", "13.2", "13.3"]
 
 
 def run(capsys, key: str, *args, **kwargs) -> tuple[bool, str]:
@@ -41,6 +41,7 @@ REFERENCES = {
     "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
     "11.1": (ch11.paired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
     "12.1": (ch12.cross_attention,), "12.2": (ch12.harmonise_greedy,), "12.3": (ch12.future_moves,),
+    "13.1": (ch13.time_shifts,), "13.2": (ch13.sustain,), "13.3": (ch13.transpose_events,),
 }
 
 
@@ -57,9 +58,10 @@ def test_checkers_for_a_chapter():
     assert checkers_for(10) == ["check_10_1", "check_10_2", "check_10_3"]
     assert checkers_for(0) == [] and checkers_for(7) == []
     assert checkers_for(12) == ["check_12_1", "check_12_2", "check_12_3"]
-    assert sum(len(checkers_for(c)) for c in range(13)) == len(CHECKERS)
-    for bad in (13, -1, "5", 5.0):
-        with pytest.raises(ValueError, match="chapter must be an integer from 0 to 12"):
+    assert checkers_for(13) == ["check_13_1", "check_13_2", "check_13_3"]
+    assert sum(len(checkers_for(c)) for c in range(14)) == len(CHECKERS)
+    for bad in (14, -1, "5", 5.0):
+        with pytest.raises(ValueError, match="chapter must be an integer from 0 to 13"):
             checkers_for(bad)
 
 
@@ -329,6 +331,11 @@ def _moved(model, tokens, t, fixed_memory=True, steps=None, upto=0):
         return enc, (y2 - model(x))[:, : p + upto].abs().max().item()
 
 
+def _transpose_in_place(tokens, shift):
+    tokens[(tokens >= 2) & (tokens < 258)] += shift
+    return tokens
+
+
 def _raise(*args, **kwargs):
     raise ValueError("not written yet")
 
@@ -407,6 +414,14 @@ PLANTED = [
     ("12.3", (lambda model, tokens, t: _moved(model, tokens, t, upto=1),), "position p the changed token itself"),
     ("12.3", (lambda model, tokens, t: (0.0, 0.0),), "with t = 4 your encoder number is 0, the encoder's outputs"),
     ("12.3", (_raise,), "your probe with t = 4 raised ValueError: not written yet"),
+    ("13.1", (lambda ticks: ch13.time_shifts(ticks)[::-1],), "(it matches the rest first, then the full seconds)"),
+    ("13.1", (lambda ticks: [t + 1 for t in ch13.time_shifts(ticks)],), "(it matches TIME_SHIFT + n"),
+    ("13.1", (_raise,), "time_shifts(0) raised ValueError: not written yet"),
+    ("13.2", (lambda notes, pedal: ch13.sustain(notes, []),), "(it matches the pedal ignored)"),
+    ("13.2", (lambda notes, pedal: ch13._sustain_variant(notes, pedal, restrike=False),), "(it matches no re-strike"),
+    ("13.3", (lambda tokens, shift: torch.where(tokens >= 2, tokens + shift, tokens),),
+     "time shifts and velocities too)"),
+    ("13.3", (_transpose_in_place,), "your function changed the tensor it was given"),
 ]
 
 

@@ -11,6 +11,7 @@ from .ch9 import *  # noqa: F401,F403
 from .ch10 import *  # noqa: F401,F403
 from .ch11 import *  # noqa: F401,F403
 from .ch12 import *  # noqa: F401,F403
+from .ch13 import *  # noqa: F401,F403
 
 __all__ = [n for n in dir() if n.startswith("exercise_")] + ["AdditiveAttention"]
 """
@@ -27,6 +28,7 @@ from .ch9 import exercise_9_1, exercise_9_2, exercise_9_3
 from .ch10 import exercise_10_1, exercise_10_2, exercise_10_3
 from .ch11 import exercise_11_1, exercise_11_2, exercise_11_3
 from .ch12 import exercise_12_1, exercise_12_2, exercise_12_3
+from .ch13 import exercise_13_1, exercise_13_2, exercise_13_3
 
 __all__ = [
     "exercise_0_1", "exercise_0_2", "exercise_0_3", "AdditiveAttention", "exercise_1_1", "exercise_1_2",
@@ -35,5 +37,5 @@ __all__ = [
     "exercise_6_1", "exercise_6_2", "exercise_6_3", "exercise_7_1", "exercise_7_2", "exercise_7_3",
     "exercise_8_1", "exercise_8_2", "exercise_8_3", "exercise_9_1", "exercise_9_2", "exercise_9_3",
     "exercise_10_1", "exercise_10_2", "exercise_10_3", "exercise_11_1", "exercise_11_2", "exercise_11_3",
-    "exercise_12_1", "exercise_12_2", "exercise_12_3",
+    "exercise_12_1", "exercise_12_2", "exercise_12_3", "exercise_13_1", "exercise_13_2", "exercise_13_3",
 ]
