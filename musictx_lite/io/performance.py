@@ -35,7 +35,7 @@ VOCAB_SIZE = VELOCITY + 32       # 390
 TICK = 0.01                      # seconds per time-shift unit
 MAX_SHIFT = 100                  # ticks in the longest single shift: 1 s
 PEDAL = 64                       # the sustain pedal's controller number
-CODEC_VERSION = 2                # cached encodings carry it; change it when the events change
+CODEC_VERSION = 3                # cached encodings carry it; change it when the events change
 
 
 def velocity_bin(velocity) -> np.ndarray:
@@ -51,10 +51,11 @@ def bin_velocity(b) -> np.ndarray:
 def sustained(notes: np.ndarray, pedal: list[tuple[float, int]]) -> np.ndarray:
     """Notes (n, 4) [start, end, pitch, velocity] with the sustain pedal applied.
 
-    ``pedal``: (time, value) control changes of controller 64, in time order. A note whose key
-    comes up while the pedal is down ends when the pedal comes up; a note of the same key struck
-    again ends there first (a piano has one string per key)."""
+    ``pedal``: (time, value) control changes of controller 64. A note whose key comes up while the
+    pedal is down ends when the pedal next comes up (if it never does, at its last change); a note
+    of the same key struck again ends there first (a piano has one string per key)."""
     notes = notes[np.argsort(notes[:, 0], kind="stable")].copy()
+    pedal = sorted(pedal)
     if pedal:
         times = np.array([t for t, _ in pedal])
         down = np.array([v >= 64 for _, v in pedal])
@@ -69,8 +70,9 @@ def sustained(notes: np.ndarray, pedal: list[tuple[float, int]]) -> np.ndarray:
 
 
 def _restrike(notes: np.ndarray) -> np.ndarray:
-    """The same key struck again ends the note before it (notes sorted by start)."""
-    order = np.lexsort((notes[:, 0], notes[:, 2]))             # by pitch, then start
+    """The same key struck again ends the note before it (notes sorted by start); of two strikes of a key
+    at the same time, the longer is kept."""
+    order = np.lexsort((notes[:, 1], notes[:, 0], notes[:, 2]))  # by pitch, start, then end
     n = notes[order]
     same = n[1:, 2] == n[:-1, 2]
     cut = same & (n[1:, 0] < n[:-1, 1])
