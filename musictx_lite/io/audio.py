@@ -179,13 +179,16 @@ def _midi_name(name: str) -> str:
 
 def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float = 20.0, fs: int = 8000,
          tempo: float = TEMPO, name: str = "musictx.mid") -> Clip:
-    """A player for (the first ``seconds`` of) a pitch grid, with its MIDI to download.
+    """A player for (the first ``seconds`` of) a pitch grid, with its MIDI to download; given a
+    ``Performance`` (chapter 13), its notes as a piano (``play_notes``).
 
     Shows as an audio player, a link that downloads the MIDI of exactly what plays (as ``name``) and
     a line saying which synthesiser played: FluidSynth with a General MIDI organ if pyfluidsynth and
     the FluidSynth library are installed, else an organ-like additive synthesis (``organ``). Clips are
     short, mono and at a low sample rate so that book pages stay small.
     """
+    if hasattr(pitches, "notes") and hasattr(pitches, "tokens"):     # a performance (chapter 13)
+        return play_notes(pitches.notes, seconds, fs, name)
     steps = int(seconds * tempo / 60 * STEPS_PER_QUARTER)
     pitches = np.asarray(pitches)[:steps]
     if not (pitches >= 0).any():
