@@ -22,7 +22,7 @@ from .. import settings
 from ..engine.profiles import Profile
 from ..engine.training import train
 from ..io.corpus import Performances, load_piano_sample, sample_root
-from ..models.registry import build_model
+from ..models.registry import PIANO_N, build_model
 from ..models.tasks import evaluate_nll, sequence
 from .baselines import NGram
 from .bench import peak_bytes
@@ -30,6 +30,7 @@ from .bench import peak_bytes
 MODELS13 = ("piano-relative", "piano-local")      # relative global attention (the chunked skew), relative local
 LABELS = {"piano-relative": "relative global", "piano-local": "relative local"}
 SMOKE_PIECES = 8                                  # the smoke profile reads a few pieces only
+LOCAL_N = PIANO_N                                 # piano-local's block length
 
 
 def piano_data(P: Profile, say=print) -> Performances:
