@@ -1,10 +1,11 @@
 """Writing a file so that a failure never leaves half of it: every record, table, score and checkpoint
-the package writes goes through ``atomic_write``.
+the package writes goes through ``atomic_write``. ``sha256`` checks what was downloaded or shipped.
 
 Notebook: book/using.md (resuming a run: a checkpoint survives an interrupted write).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -28,3 +29,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read in blocks of 1 MiB (a 57 MB download never sits in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

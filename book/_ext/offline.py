@@ -44,7 +44,6 @@ smaller thing to trust. About 6 MB are downloaded once; 1.7 MB land in the book.
 """
 from __future__ import annotations
 
-import hashlib
 import html.parser
 import os
 import re
@@ -90,11 +89,9 @@ def cache_dir() -> Path:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from musictx_lite.files import sha256
+
+    return sha256(path)
 
 
 def npm_tarball(pkg: NpmPackage, cache: Path | None = None, timeout: float = 60) -> Path:

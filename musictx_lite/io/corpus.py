@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import settings
+from .. import files, settings
 from ..files import atomic_write
 from .data import SPLITS, Splits, cache_root, fetch
 from .performance import CODEC_VERSION, Performance, read_performance
@@ -75,7 +75,7 @@ def read_cached(path: str | os.PathLike, piece: str = "", cache: bool = True) ->
     name = path.stem
     if not cache:
         return read_performance(path, piece)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = files.sha256(path)
     target = _cache_dir() / f"{digest}.npz"
     if target.exists():
         try:
@@ -213,14 +213,6 @@ MAESTRO_COUNTS = {"train": 962, "valid": 137, "test": 177}                     #
 DOWNLOAD_TIMEOUT = 60.0         # seconds a stalled connection may wait
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _get(url: str, tmp: str) -> None:
     """``url``'s bytes into the file ``tmp``; an OSError if the connection fails or ends early."""
     with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as r, open(tmp, "wb") as f:
@@ -269,8 +261,8 @@ def maestro_rows(path: Path) -> list[dict[str, str]]:
     """The rows of MAESTRO's CSV, checked: its columns, its splits (train, validation, test; ``split``
     becomes ours: validation -> valid), its counts (``MAESTRO_COUNTS``) and, when pinned, its sha256."""
     path = Path(path)
-    if MAESTRO_CSV_SHA256 and _file_sha256(path) != MAESTRO_CSV_SHA256:
-        raise ValueError(f"{path} has sha256 {_file_sha256(path)}, not MAESTRO_CSV_SHA256 {MAESTRO_CSV_SHA256}")
+    if MAESTRO_CSV_SHA256 and files.sha256(path) != MAESTRO_CSV_SHA256:
+        raise ValueError(f"{path} has sha256 {files.sha256(path)}, not MAESTRO_CSV_SHA256 {MAESTRO_CSV_SHA256}")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
@@ -303,7 +295,7 @@ def check_maestro_zip(path: Path, rows: list[dict[str, str]]) -> list[str]:
     path = Path(path)
     passed = []
     if MAESTRO_ZIP_SHA256:
-        got = _file_sha256(path)
+        got = files.sha256(path)
         if got != MAESTRO_ZIP_SHA256:
             raise ValueError(f"{path} has sha256 {got}, not MAESTRO_ZIP_SHA256 {MAESTRO_ZIP_SHA256}")
         passed.append("sha256 as pinned")
@@ -340,12 +332,12 @@ def extract_maestro(path: Path, folder: Path) -> Path:
     return target
 
 
-def _record(folder: Path, files: dict[str, Path], passed: list[str]) -> Path:
-    """Write the size and sha256 of MAESTRO's ``files`` and the checks they passed to
+def _record(folder: Path, downloaded: dict[str, Path], passed: list[str]) -> Path:
+    """Write the size and sha256 of MAESTRO's ``downloaded`` files (url: path) and the checks they passed to
     ``maestro-v3.0.0.check.json``, and print them."""
     rec = {"dataset": MAESTRO, "checks": passed,
-           "files": {p.name: {"url": url, "bytes": p.stat().st_size, "sha256": _file_sha256(p)}
-                     for url, p in files.items()}}
+           "files": {p.name: {"url": url, "bytes": p.stat().st_size, "sha256": files.sha256(p)}
+                     for url, p in downloaded.items()}}
     path = folder / f"{MAESTRO_DIR}.check.json"
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(rec, indent=2) + "\n"))
     print(f"{MAESTRO}, checked as far as its publisher allows (no published sha256):")

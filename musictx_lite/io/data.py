@@ -12,7 +12,6 @@ picks one by the ``MUSICTX_DATA`` environment variable.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import urllib.request
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import settings
+from .. import files, settings
 from ..files import atomic_write
 
 EMBEDDED = Path(__file__).parent / "chorales.npz"
@@ -85,10 +84,6 @@ def cache_root() -> Path:
     return settings.cache_dir()
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def fetch(url: str, sha256: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """Download ``url`` into the cache once and return its path; verify its sha256.
 
@@ -98,12 +93,12 @@ def fetch(url: str, sha256: str, cache_dir: str | os.PathLike | None = None) -> 
     cache = Path(cache_dir or cache_root())
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / url.rsplit("/", 1)[-1]
-    if target.exists() and _sha256(target) == sha256:
+    if target.exists() and files.sha256(target) == sha256:
         return target
 
     def download(tmp: str) -> None:
         urllib.request.urlretrieve(url, tmp)
-        got = _sha256(Path(tmp))
+        got = files.sha256(Path(tmp))
         if got != sha256:
             raise ValueError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}; file discarded")
 
@@ -123,8 +118,8 @@ def load_jsb(source: str | os.PathLike | None = None, sha256: str | None = JSB_S
         path = Path(src)
         if not path.exists():
             raise FileNotFoundError(f"JSB file {path} not found; pass its path or the URL {JSB_URL}")
-        if sha256 is not None and _sha256(path) != sha256:
-            raise ValueError(f"JSB file {path} has sha256 {_sha256(path)}, expected {sha256}")
+        if sha256 is not None and files.sha256(path) != sha256:
+            raise ValueError(f"JSB file {path} has sha256 {files.sha256(path)}, expected {sha256}")
     try:
         raw = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

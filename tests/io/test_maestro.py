@@ -10,6 +10,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from musictx_lite.files import sha256
 from musictx_lite.io import corpus as C
 from musictx_lite.io.performance import write_performance
 
@@ -209,7 +210,7 @@ def test_download_into_the_cache_checked_and_recorded(tmp_path, publisher, monke
         assert (cached / name).read_bytes() == (site / name).read_bytes()
     rec = json.loads((cached / "maestro-v3.0.0.check.json").read_text())
     assert rec["files"]["maestro-v3.0.0.csv"]["url"] == C.MAESTRO_CSV_URL
-    assert rec["files"]["maestro-v3.0.0-midi.zip"]["sha256"] == C._file_sha256(site / "maestro-v3.0.0-midi.zip")
+    assert rec["files"]["maestro-v3.0.0-midi.zip"]["sha256"] == sha256(site / "maestro-v3.0.0-midi.zip")
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[:3]] == ["downloading", "downloading", "MAESTRO"]
     # the second call downloads nothing
@@ -247,8 +248,8 @@ def test_a_corrupt_download_is_discarded(tmp_path, publisher):
 
 def test_a_pinned_sha256_is_checked_by_fetch(tmp_path, publisher, monkeypatch):
     site, _ = publisher
-    zip_sha = C._file_sha256(site / "maestro-v3.0.0-midi.zip")
-    monkeypatch.setattr(C, "MAESTRO_CSV_SHA256", C._file_sha256(site / "maestro-v3.0.0.csv"))
+    zip_sha = sha256(site / "maestro-v3.0.0-midi.zip")
+    monkeypatch.setattr(C, "MAESTRO_CSV_SHA256", sha256(site / "maestro-v3.0.0.csv"))
     monkeypatch.setattr(C, "MAESTRO_ZIP_SHA256", "0" * 64)
     with pytest.raises(ValueError, match="checksum mismatch"):
         C.load_maestro()
