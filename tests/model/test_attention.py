@@ -133,7 +133,8 @@ def test_registered_models_build_and_run():
     for name in MODELS:
         m = build_model(name, CFG)
         x = torch.randint(5, 50, (2, 4 if name == "fill" else 16))
-        assert m(x).shape == (2, x.shape[1], CFG.vocab_size)
+        assert m(x).shape == (2, x.shape[1], m.cfg.vocab_size)
+        assert m.cfg.vocab_size == (390 if name.startswith("piano") else CFG.vocab_size)   # chapter 13's events
 
 
 def test_fill_hides_one_voice_and_scores_it(chorales):

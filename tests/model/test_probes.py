@@ -3,6 +3,9 @@
 A model that a later chapter registers in ``models.MODELS`` is covered here
 without anyone editing this file.
 """
+import math
+
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -13,10 +16,10 @@ from musictx_lite.engine.training import TrainConfig
 from musictx_lite.models import probes
 from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention
 from musictx_lite.models.blocks import Block
-from musictx_lite.models.tasks import NEXT_TOKEN
+from musictx_lite.models.tasks import EVENTS, NEXT_TOKEN
 
 CFG = ModelConfig(n_embd=32, n_heads=4, n_layers=2, context=32)
-NEXT = sorted(n for n in MODELS if build_model(n, CFG).task is NEXT_TOKEN)
+NEXT = sorted(n for n in MODELS if build_model(n, CFG).task in (NEXT_TOKEN, EVENTS))   # EVENTS: chapter 13
 LEAKS = {"attention-unmasked", "fnet"}          # chapter 3's deliberate leak, and FNet's (chapter 10)
 ROUNDING = {"fnet-conv"}     # causal up to float rounding: an FFT convolution's future terms cancel to ~1e-9
 
@@ -117,13 +120,17 @@ def test_every_gpu_profile_model_builds_and_takes_a_step_on_cpu(name):
     P = PROFILES["gpu"]
     torch.manual_seed(0)
     model = build_model(name, P.model_config(name))
-    batches = model.task.sampler(_pieces(), model.cfg.context, seed=0)
+    pieces = _performances() if model.task is EVENTS else _pieces()
+    batches = model.task.sampler(pieces, model.cfg.context, seed=0)
     x, y = batches.batch(2)
+    assert int(x.max()) < model.cfg.vocab_size
     from musictx_lite.models.tasks import token_nll
 
     loss = token_nll(model, x, y) / (y != 0).sum()
     loss.backward()
-    assert torch.isfinite(loss) and 2.5 < loss.item() < 6                  # near log(54) = 3.99 at init
+    chance = math.log(model.cfg.vocab_size)          # at init, near log(V): log(54) = 3.99, log(390) = 5.97
+    assert torch.isfinite(loss) and 0.6 * chance < loss.item() < 1.5 * chance
+
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
@@ -136,3 +143,16 @@ def _pieces():
 
         _PIECES.extend(load_chorales().train[:8])
     return _PIECES
+
+
+def _performances():
+    """Two random performances of 1,200 notes each (longer than chapter 13's 2,048-event context)."""
+    from musictx_lite.io.performance import Performance, encode
+
+    rng, out = np.random.default_rng(0), []
+    for i in range(2):
+        start = np.sort(rng.uniform(0, 300, 1200))
+        notes = np.column_stack([start, start + rng.uniform(0.05, 1, 1200), rng.integers(36, 96, 1200),
+                                 rng.integers(20, 120, 1200)])
+        out.append(Performance(f"random {i}", notes, encode(notes), piece=f"random {i}"))
+    return out
