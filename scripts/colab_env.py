@@ -56,6 +56,7 @@ CONSTRAINTS = ROOT / "colab-constraints.txt"
 SNAPSHOT = ROOT.parent / "shared" / "colab"
 FREEZE = "pip-freeze.gpu.txt"
 JSB = ROOT.parent / "shared" / "data" / "jsb" / "Jsb16thSeparated.json"
+PIANO = ROOT.parent / "shared" / "data" / "piano"          # chapter 13's sample (Colab downloads MAESTRO instead)
 PINS_LINE = re.compile(r"^(\s*)pins\s*=.*$", re.M)         # the constraints file's URL, however built
 # installed before the cell, at the snapshot's versions: what the book imports or the install could touch
 BASE = ["pip", "setuptools", "torch", "numpy", "matplotlib", "music21", "tqdm", "ipython", "ipykernel", "ipywidgets",
@@ -455,7 +456,9 @@ def full_check(args, python: str, work: Path, log) -> dict:
     help_text = run([py, "-m", "scripts.run_chapters", "--help"], env=env, cwd=ROOT).stdout
     cmd = [py, "-m", "scripts.run_chapters", "--profile", "smoke", "--out", out,
            *(["--workers", "2"] if "--workers" in help_text else []), *(["--only", *args.only] if args.only else [])]
-    chapter_env = {**env, "MUSICTX_WIDGETS": "live", **({"MUSICTX_JSB_PATH": str(JSB)} if JSB.exists() else {})}
+    data = {"MUSICTX_JSB_PATH": str(JSB) if JSB.exists() else None,
+            "MUSICTX_PIANO_PATH": str(PIANO) if (PIANO / "pairs.csv").exists() else None}
+    chapter_env = {**env, "MUSICTX_WIDGETS": "live", **{k: v for k, v in data.items() if v}}
     log(f"running the chapters: {' '.join(map(str, cmd[1:]))}")
     runner = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=chapter_env)
     timings["chapters"] = round(time.time() - t, 1)
@@ -469,7 +472,7 @@ def full_check(args, python: str, work: Path, log) -> dict:
                     | {"widget_views": widget_views(nb), "kernel_python": kernel_python})
     rec["runner"] = {"command": " ".join(map(str, cmd[1:])).replace(str(work), "$WORK"), "exit": runner.returncode,
                      "python": summary.get("python"), "device": summary.get("device"),
-                     "env": {"MUSICTX_WIDGETS": "live", "MUSICTX_JSB_PATH": str(JSB) if JSB.exists() else None,
+                     "env": {"MUSICTX_WIDGETS": "live", **data,
                              "JUPYTER_PATH": "$WORK/venv/share/jupyter (the environment's python3 kernel)"}}
     rec["chapters"] = rows
     rec["widget_views"] = {r["chapter"]: r["widget_views"] for r in rows}
