@@ -74,12 +74,13 @@ SIZES = ("lstm", "fill", "one-head", "multi-head", "transformer", "decoder", "ha
 SHIPPED_SHAPE = dict(n_embd=128, n_layers=4, n_heads=4, context=256, dropout=0.1)
 
 # Chapter 13's piano decoders see 2,048 events, the paper's length. On 2 CPU cores (the cpu profile) a
-# narrow two-block decoder, 60 steps of 4 crops: global and local attention, two seeds each, train in the
-# chapter's 3 minutes. The shipped model (``paper``) is chapter 8's recipe shape over 2,048 events, trained
-# for an hour on one core; Colab's (``gpu``) is wider, on MAESTRO, two seeds of each within the 30
-# T4-minutes of the whole book (``budget --profile gpu``).
-PIANO_CPU = dict(n_embd=64, n_layers=2, n_heads=4, context=2048, dropout=0.0, batch_size=4, max_steps=60,
-                 warmup_steps=10, lr=3e-3, eval_every=60, ckpt_every=60, transpose=True)
+# narrow two-block decoder, 45 steps of 4 crops: global and local attention, two seeds each, train in the
+# chapter's 3 minutes (60 steps took 190 s in the sixth recorded build, 50 steps 178 s). The shipped model
+# (``paper``) is chapter 8's recipe shape over 2,048 events, trained for an hour on one core; Colab's
+# (``gpu``) is wider, on MAESTRO, two seeds of each within the 30 T4-minutes of the whole book
+# (``budget --profile gpu``).
+PIANO_CPU = dict(n_embd=64, n_layers=2, n_heads=4, context=2048, dropout=0.0, batch_size=4, max_steps=45,
+                 warmup_steps=10, lr=3e-3, eval_every=45, ckpt_every=45, transpose=True)
 PIANO_RECIPE = dict(n_embd=128, n_layers=4, n_heads=4, context=2048, dropout=0.1, batch_size=4, max_steps=1000,
                     lr=2e-3, min_lr_ratio=0.1, warmup_steps=100, weight_decay=0.1, eval_every=100, ckpt_every=50,
                     transpose=True, keep_best=True, patience=None, cpu_bf16=False)

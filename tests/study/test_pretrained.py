@@ -249,7 +249,8 @@ def piano_sample(piano_path):
 def test_the_shipped_piano_model_scores_its_record_on_cpu(piano_sample):
     """Chapter 13's shipped piano model: at most 8 MB, given by ``pretrained`` but not among the paper's rows,
     trained on the CC BY transcriptions only and saying so, and its recorded NLL per event on the held-out
-    pieces (valid and test) recomputed now within 1e-3. Skips where the shared sample is absent."""
+    validation pieces recomputed now within 1e-3 (as for the JSB models: the test pieces would double the
+    40 s). Skips where the shared sample is absent."""
     from musictx_lite.io.performance import VOCAB_SIZE as EVENTS
     from musictx_lite.study.hub import PIANO, TASKS
 
@@ -263,8 +264,7 @@ def test_the_shipped_piano_model_scores_its_record_on_cpu(piano_sample):
     assert "giantmidi" in rec["data"] and "maestro" not in rec["data"].lower().replace("not maestro", "")
     assert rec["model_config"]["context"] == 2048 and rec["model_config"]["vocab_size"] == EVENTS
     model = pretrained(PIANO, device="cpu")
-    for split in ("valid", "test"):
-        nll = evaluate_nll(model, piano_sample[split])
-        assert abs(nll - rec[f"{split}_nll"]) < 1e-3, (split, nll, rec[f"{split}_nll"])
+    nll = evaluate_nll(model, piano_sample["valid"])
+    assert abs(nll - rec["valid_nll"]) < 1e-3, (nll, rec["valid_nll"])
     ck = torch.load(path, map_location="cpu", weights_only=True)
     assert set(model.state_dict()) == set(ck["model"])            # parameter names are a format
