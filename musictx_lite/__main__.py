@@ -231,14 +231,14 @@ def _midi_prompt(path: str, n_steps: int | None) -> tuple[np.ndarray, str]:
 def _chorale_prompt(a: argparse.Namespace, n_steps: int) -> tuple[np.ndarray, str]:
     from . import load_data, prompt_from
 
-    pieces = load_data(a.data)[a.prompt_split]
-    if a.prompt_index >= len(pieces):
-        raise ValueError(f"--prompt-index {a.prompt_index} is beyond the {a.prompt_split} split "
-                         f"({len(pieces)} chorales)")
-    piece = pieces[a.prompt_index]
+    split, index = a.prompt_split or "valid", a.prompt_index or 0
+    pieces = load_data(a.data)[split]
+    if index >= len(pieces):
+        raise ValueError(f"--prompt-index {index} is beyond the {split} split ({len(pieces)} chorales)")
+    piece = pieces[index]
     if n_steps > len(piece):
         raise ValueError(f"--prompt-steps {n_steps} is longer than {piece.name} ({len(piece)} steps)")
-    return prompt_from(piece, n_steps), f"first {n_steps} steps of {piece.name} ({a.prompt_split})"
+    return prompt_from(piece, n_steps), f"first {n_steps} steps of {piece.name} ({split})"
 
 
 def cmd_generate(a: argparse.Namespace) -> None:
@@ -269,7 +269,7 @@ def cmd_generate(a: argparse.Namespace) -> None:
         raise ValueError(f"the prompt ({what}: {len(prompt)} tokens with BOS) does not fit the model's context "
                          f"of {ctx} tokens; use --prompt-steps {(ctx - 1) // 4} or fewer")
     print(f"prompt: {what}")
-    tokens = generate(model, prompt, a.steps, a.temperature, a.top_k, a.seed)
+    tokens = generate(model, prompt, 64 if a.steps is None else a.steps, a.temperature, a.top_k, a.seed)
     path = write_midi(decode(tokens), a.out)
     print(f"wrote {path}: {len(tokens) // 4} steps from {ck['model_name']} (step {ck['step']})")
 
@@ -280,9 +280,11 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
     from .engine.sample import generate_events
     from .io.performance import BOS, decode, encode, read_performance, write_performance
 
-    if a.prompt_steps is not None:
-        raise ValueError("--prompt-steps is for chorale models; a piano model takes --prompt-midi FILE and "
-                         "--prompt-seconds")
+    chorale = [f for f, v in (("--prompt-steps", a.prompt_steps), ("--steps", a.steps),
+                              ("--prompt-split", a.prompt_split), ("--prompt-index", a.prompt_index)) if v is not None]
+    if chorale:
+        raise ValueError(f"{', '.join(chorale)}: for chorale models; a piano model continues --prompt-midi FILE's "
+                         f"first --prompt-seconds by --events events")
     prompt, what = None, "from scratch"
     if a.prompt_midi is not None:
         perf = read_performance(a.prompt_midi)
@@ -630,9 +632,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     src.add_argument("--checkpoint", help="a run directory written by 'train' (or its ckpt.pt)")
     src.add_argument("--pretrained", choices=PRETRAINED + (PIANO,), metavar="NAME",
                      help="a model shipped with the package: sinusoidal, relative or relative-voice "
-                          "(chapter 11; trained on the official JSB split)")
+                          "(chapter 11; trained on the official JSB split), or piano-local (chapter 13; "
+                          "trained on CC BY piano transcriptions)")
     g.add_argument("--out", required=True, help="the .mid file to write")
-    g.add_argument("--steps", type=positive_int, default=64, help="16th-note steps to generate (default 64 = 4 bars)")
+    g.add_argument("--steps", type=positive_int, default=None,
+                   help="16th-note steps to generate (default 64 = 4 bars; piano models take --events)")
     g.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
     g.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest tokens")
     g.add_argument("--prompt-steps", type=nonnegative_int, default=None,
@@ -764,8 +768,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 parsers["generate"].error("--prompt-midi cannot be combined with --prompt-split or --prompt-index")
             if a.prompt_steps == 0:
                 parsers["generate"].error("--prompt-steps 0 would ignore --prompt-midi; leave one of them out")
-        a.prompt_split = a.prompt_split or "valid"
-        a.prompt_index = a.prompt_index or 0
     if a.cmd == "bench" and a.n_embd % a.heads:
         parsers["bench"].error(f"--heads {a.heads} does not divide --n-embd {a.n_embd}: "
                                f"each head gets n_embd / heads features")

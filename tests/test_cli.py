@@ -613,3 +613,39 @@ def test_a_folder_with_too_few_readable_files_is_a_one_line_error(tmp_path, caps
                                tmp_path / "missing", "--out", tmp_path / "run"], capsys)
     assert_clean_error(code, err, "is not a folder")
     assert not (tmp_path / "run" / "ckpt.pt").exists()
+
+
+def test_generate_continues_a_performance_with_the_shipped_piano_model(tmp_path, capsys):
+    """``generate --pretrained piano-local --prompt-midi F --prompt-seconds S``: the written performance begins
+    with F's first S seconds, every note of them at its pitch, its velocity bin and its onset within half a
+    tick, then the model's events; the chorale options, and the piano options on a chorale model, are errors."""
+    from musictx_lite.io.performance import TICK, quantised, read_performance, velocity_bin, write_performance
+
+    rng = np.random.default_rng(1)
+    start = np.sort(rng.uniform(0, 6, 30))
+    notes = np.column_stack([start, start + rng.uniform(0.1, 0.8, 30), rng.integers(40, 90, 30),
+                             rng.integers(30, 110, 30)])
+    write_performance(notes, tmp_path / "mine.mid")
+    out = tmp_path / "more.mid"
+    main(["generate", "--pretrained", "piano-local", "--prompt-midi", str(tmp_path / "mine.mid"),
+          "--prompt-seconds", "3", "--events", "48", "--seed", "0", "--out", str(out)])
+    said = capsys.readouterr().out
+    assert "first 3 s of" in said and "48 events from pretrained piano-local" in said, said
+    back, mine = read_performance(out).notes, read_performance(tmp_path / "mine.mid").notes
+    head = quantised(mine[mine[:, 0] < 3])                        # what the prompt holds, in ticks
+    got = {(round(n[0] / TICK), int(n[2]), int(velocity_bin(n[3]))) for n in back}
+    assert {(int(t), int(p), int(v)) for t, _, p, v in head} <= got
+    assert len(back) >= len(head)
+
+    prompt = ("--prompt-midi", tmp_path / "mine.mid")
+    errors = {(*prompt, "--steps", "8"): "--steps: for chorale models",
+              ("--prompt-split", "test", "--prompt-index", "1"): "--prompt-split, --prompt-index: for chorale models",
+              (*prompt, "--prompt-seconds", "60"): "--prompt-seconds 60 is longer than"}
+    for extra, needle in errors.items():
+        code, err, _ = main_error(["generate", "--pretrained", "piano-local", "--out", tmp_path / "x.mid", *extra],
+                                  capsys)
+        assert_clean_error(code, err, needle)
+    code, err, _ = main_error(["generate", "--pretrained", "relative", "--events", "32", "--out",
+                               tmp_path / "x.mid"], capsys)
+    assert_clean_error(code, err, "--prompt-seconds and --events are for piano models")
+    assert not (tmp_path / "x.mid").exists()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
 
 
 class DeviceMismatch(RuntimeError):
@@ -143,10 +142,10 @@ class VirtualDevice(TorchDispatchMode):
             # CUDA accepts index tensors on the CPU: check the indexed tensor and the values only
             indices = args[1]
             args = (args[0], None) + tuple(args[2:])
-            args, kwargs = tree_map(unwrap, (args, kwargs))
+            args, kwargs = _map(unwrap, (args, kwargs))
             args = (args[0], [i.elem if isinstance(i, OnDevice) else i for i in indices]) + tuple(args[2:])
         else:
-            args, kwargs = tree_map(unwrap, (args, kwargs))
+            args, kwargs = _map(unwrap, (args, kwargs))
         target = kwargs.get("device")
         explicit = target is not None
         if explicit and self._is_ours(target):
@@ -157,12 +156,12 @@ class VirtualDevice(TorchDispatchMode):
             raise _mismatch(name, self.device, on_cpu)
         out = func(*args, **kwargs)
         mine = {id(t.elem): t for t in on_dev}
-        if any(isinstance(t, torch.Tensor) and id(t) in mine for t in _leaves(out)):
+        if mine and any(id(t) in mine for t in _leaves(out)):
             # in place (add_, copy_, out=...): hand back the very tensors that were changed
-            return tree_map(lambda t: mine.get(id(t), t) if isinstance(t, torch.Tensor) else t, out)
+            return _map(lambda t: mine.get(id(t), t), out)
         if not (self._is_ours(target) if explicit else bool(on_dev)):
             return out
-        return tree_map(lambda t: OnDevice(t, self.device) if isinstance(t, torch.Tensor) else t, out)
+        return _map(lambda t: OnDevice(t, self.device), out)
 
 
 def _mismatch(name: str, device: torch.device, on_cpu: list[torch.Tensor]) -> DeviceMismatch:
@@ -214,7 +213,26 @@ class _CpuIsland(torch.autograd.Function):
         return (None, None, *(None if g is None else OnDevice(g, ctx.device) for g in out))
 
 
-def _leaves(tree):
-    from torch.utils._pytree import tree_leaves
+def _map(fn, tree):
+    """``fn`` applied to every tensor of ``tree`` (tensors in tuples, lists and dicts, as aten ops take and give
+    them), the rest kept: torch's ``tree_map``, without its generality, which costs more than the operation."""
+    if isinstance(tree, torch.Tensor):
+        return fn(tree)
+    kind = type(tree)
+    if kind is tuple or kind is list:
+        return kind([_map(fn, x) for x in tree])
+    if kind is dict:
+        return {k: _map(fn, v) for k, v in tree.items()}
+    return tree
 
-    return tree_leaves(tree)
+
+def _leaves(tree):
+    """Every tensor of ``tree`` (as ``_map`` finds them), in order."""
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif type(tree) in (tuple, list):
+        for x in tree:
+            yield from _leaves(x)
+    elif type(tree) is dict:
+        for x in tree.values():
+            yield from _leaves(x)
