@@ -64,24 +64,3 @@ def jsb_path() -> Path:
     if not JSB.is_file():
         pytest.skip(f"official JSB file not present at {JSB}")
     return JSB
-
-
-# `make test` runs pytest -n 2 --dist loadfile: each worker takes whole files, in collection order, as it
-# frees up. The longest files go first (longest processing time first), so that no worker is left alone
-# with a long file at the end; the rest keep their order. Seconds per file in the smoke profile on 2
-# cores, measured with --durations at c33171c's parent: test_cli 240, chapter 11 135, test_reproduce 138,
-# chapter 12 120, test_pretrained 80, test_distributed 78, chapters 8, 10, 1 and 5 64 to 75.
-LONGEST_FIRST = ("tests/test_cli.py", "tests/study/test_reproduce.py", "notebooks/11_comparison.ipynb",
-                 "notebooks/12_harmonise.ipynb", "tests/study/test_pretrained.py",
-                 "tests/engine/test_distributed.py", "notebooks/08_skew.ipynb", "notebooks/10_fnet.ipynb",
-                 "notebooks/01_attention_in_rnns.ipynb", "notebooks/05_blocks.ipynb")
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
-
-    def file_rank(item) -> int:
-        path = Path(str(item.fspath)).resolve()
-        return rank.get(path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else "", len(rank))
-
-    items.sort(key=file_rank)              # a stable sort: each file's tests and cells keep their order
