@@ -1,5 +1,6 @@
-# The two commands of the README. Each sets up .venv first (scripts/setup-env), so nothing has
-# to be installed by hand: `make book` builds the book, `make test` runs the linter and the tests (what CI runs).
+# The two commands of the README. Each sets up .venv first (scripts/setup-env: inside colab-constraints.txt and at
+# requirements-lock.txt's versions), so nothing has to be installed by hand: `make book` builds the book, `make test`
+# runs the linter and the tests (what CI runs).
 # `make slides` builds the book, then a slide deck per chapter.
 VENV ?= .venv
 PYTHON ?= python3
@@ -13,7 +14,7 @@ export MUSICTX_JSB_PATH
 MUSICTX_PIANO_PATH ?= $(wildcard $(CURDIR)/../shared/data/piano)
 export MUSICTX_PIANO_PATH
 
-.PHONY: book test env clean slides
+.PHONY: book test env clean slides latest
 
 book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU) and build _build/html
 	jupyter-book build . -W --keep-going
@@ -27,7 +28,14 @@ slides: book               ## one reveal.js deck per chapter in _build/slides, f
 
 env: $(VENV)/.ready
 
-$(VENV)/.ready: requirements.txt pyproject.toml scripts/setup-env
+# not a gate: the newest releases inside pyproject's ranges (no constraints, no lock) in .venv-latest, the tests
+# there, then which bound of colab-constraints.txt or requirements-lock.txt to move (.github/workflows/latest.yml, weekly)
+latest:
+	rm -f .venv-latest/.ready
+	MUSICTX_INSTALL=latest $(MAKE) test VENV=.venv-latest; status=$$?; \
+	  .venv-latest/bin/python -m scripts.lock moves --venv .venv-latest --tests-exit $$status
+
+$(VENV)/.ready: requirements.txt requirements-lock.txt colab-constraints.txt pyproject.toml scripts/setup-env
 	bash scripts/setup-env $(VENV)
 	touch $@
 

@@ -519,11 +519,11 @@ def test_train_start_from_refuses_what_it_cannot_start(args, needles, tmp_path, 
 
 def test_start_from_a_decoder_of_another_size_is_refused():
     from musictx_lite import ModelConfig, build_model
-    from musictx_lite.__main__ import _start_from
+    from musictx_lite.cli.train import start_from
 
     small = build_model("harmoniser", ModelConfig(n_embd=32, n_heads=2, n_layers=1, context=64))
     with pytest.raises(ValueError, match="its size differs from this profile's harmoniser: n_layers 1 here, 4 there"):
-        _start_from(small, "harmoniser", "relative")
+        start_from(small, "harmoniser", "relative")
 
 
 def test_train_start_from_the_shipped_decoder_begins_as_it(tmp_path, capsys, chorales):

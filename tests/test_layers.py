@@ -26,8 +26,8 @@ LAYERS = {
     "study": ["study"],
     # 5: the classroom: exercises and their checkers, widgets, figures, the leaderboard, the chapter setup
     "classroom": ["classroom"],
-    # 6: the entry points
-    "entry": ["__init__", "__main__"],
+    # 6: the entry points: the package, and the command line (its subcommands in cli/)
+    "entry": ["__init__", "__main__", "cli"],
 }
 LEVEL = {mod: i for i, mods in enumerate(LAYERS.values()) for mod in mods}
 
@@ -199,3 +199,31 @@ def test_one_function_puts_a_runs_settings_together():
     ("replace(cfg, context=4)", False), ("TrainConfig(max_steps=3)", False)])
 def test_the_merge_search_can_fail(src, merges):
     assert bool(config_merges(ast.parse(src))) == merges
+
+
+# ---------------------------------------------------------------- rooms of a readable size
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 120
+
+
+def too_long(path: Path) -> list[str]:
+    """The module itself if it has more than MAX_MODULE_LINES lines, and each function (or method) of more than
+    MAX_FUNCTION_LINES, docstring and nested functions included."""
+    src = path.read_text()
+    found = [f"{path.name}: {src.count(chr(10))} lines"] if src.count("\n") > MAX_MODULE_LINES else []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            n = node.end_lineno - node.lineno + 1
+            if n > MAX_FUNCTION_LINES:
+                found.append(f"{path.name}:{node.lineno} {node.name}: {n} lines")
+    return found
+
+
+def test_no_module_and_no_function_is_too_long():
+    assert [f for path in modules().values() for f in too_long(path)] == []
+
+
+def test_the_length_check_can_fail(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "long.py").write_text(f"def f():\n{body}\n" + "\n" * (MAX_MODULE_LINES - MAX_FUNCTION_LINES))
+    assert too_long(tmp_path / "long.py") == ["long.py: 501 lines", "long.py:1 f: 121 lines"]

@@ -1,8 +1,9 @@
 """Interactive widgets for the classroom, each with a static version for the rendered book.
 
 Notebooks: 01 and 03-09 (``explore_attention``, for any next-token model with attention weights),
-01_attention_in_rnns.ipynb and 08_skew.ipynb (``explore_sampler``), 08_skew.ipynb (``explore_skew``),
-12_harmonise.ipynb (``explore_harmoniser``).
+01_attention_in_rnns.ipynb, 08_skew.ipynb and 11_comparison.ipynb (``explore_sampler``); the skew stepper
+(``skew_widget.explore_skew``, 08_skew.ipynb) and the harmoniser (``harmoniser_widget.explore_harmoniser``,
+12_harmonise.ipynb) have modules of their own, built on this one's live-or-static helpers.
 
 Four widgets (ipywidgets 7.7 or 8), each a small box of controls over a pure function that draws one
 state; the tests and the static versions call the same functions:
@@ -11,11 +12,9 @@ state; the tests and the static versions call the same functions:
   query's weights over the piano roll (``plots.attention_over_roll``);
 - sampler: prompt (piece, steps), length, temperature, top-k, seed -> ``sample_music``, shown
   by ``sample_view`` as a piano roll, a score (``score.svg``) and a player (``audio.play``);
-- skew stepper (chapter 8): L and the step (R, pad, reshape, slice) -> ``skew_step``, drawn by
-  ``skew_table`` as an HTML table whose entries say which query and distance they hold;
-- harmoniser (chapter 12): a melody typed in tinyNotation, temperature, seed -> ``harmonise_tune``
-  (``read_melody``, then ``harmonise``), shown by ``harmonise_view`` as a score and a player, with
-  what reading the melody did to it (``Melody.log``).
+- skew stepper (chapter 8, ``skew_widget``): L and the step (R, pad, reshape, slice) -> ``skew_step``;
+- harmoniser (chapter 12, ``harmoniser_widget``): a melody typed in tinyNotation, temperature, seed ->
+  ``harmonise_tune``.
 
 Live or static. ``explore_attention``, ``explore_sampler``, ``explore_skew`` and ``explore_harmoniser``
 display the widget in a live kernel and the static version (``*_fallback``: HTML with PNG images, SVG
@@ -50,19 +49,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .. import settings
 from ..classroom.plots import piano_roll
-from ..engine.harmonise import grid_onsets, harmonise
 from ..engine.sample import generate, prompt_from
 from ..io.audio import Clip, play
 from ..io.data import Piece
-from ..io.melody import Melody, MelodyError, read_melody
 from ..io.tokens import VOCAB_SIZE, VOICES, decode, encode
 from ..models.attention import attention_weights
-from ..models.coconet import INFILL
-from ..models.tasks import MELODY, NEXT_TOKEN
+from ..models.tasks import NEXT_TOKEN
 from .plots import DPI, attention_over_roll
 
 MODE_VAR = settings.WIDGETS
@@ -445,248 +440,3 @@ def explore_sampler(model: nn.Module | None = None, pieces=None, prompt_steps: i
             pieces = load_chorales().valid[:5]
     _show(lambda: sampler_widget(model, pieces, prompt_steps, n_steps),
           lambda: sampler_fallback(model, _pieces(pieces)[0], prompt_steps, n_steps))
-
-
-# ---------------------------------------------------------------- harmoniser (chapter 12)
-
-ODE_TO_JOY = "4/4 e'4 e' f' g' g' f' e' d' c' c' d' e' e'4. d'8 d'2"
-TWINKLE = "4/4 c'4 c' g' g' a' a' g'2 f'4 f' e' e' d' d' c'2"
-HARMONISER_EXAMPLES = (("Ode to Joy (Beethoven)", ODE_TO_JOY), ("Twinkle, twinkle, little star", TWINKLE))
-
-
-def _check_harmoniser(model: nn.Module) -> None:
-    if getattr(model, "task", None) not in (NEXT_TOKEN, MELODY, INFILL):
-        raise ValueError(f"{_name(model)} cannot harmonise a melody: chapter 12 harmonises with a next-token decoder "
-                         f"(its soprano forced), the encoder-decoder harmoniser or Coconet")
-
-
-def _tiny(text: str) -> str:
-    """Text typed into the widget as tinyNotation for ``read_melody``: never a path, even when it looks like one."""
-    text = str(text).strip()
-    return text if text.startswith("tinyNotation:") else "tinyNotation: " + text
-
-
-def harmonise_tune(model: nn.Module, tune: str, temperature: float = 1.0,
-                   seed: int | None = 0) -> tuple[np.ndarray, np.ndarray, Melody]:
-    """Alto, tenor and bass under a melody typed in music21's tinyNotation (``"4/4 c'4 d' e' f' g'2"``):
-    the (steps, 4) grid, its onsets (``grid_onsets``) and the ``Melody`` that ``read_melody`` made of the
-    text (moved into the soprano's range; what it did is in its ``log``). The grid's soprano is
-    ``melody.pitches``. A melody that cannot be harmonised raises ``MelodyError``, with a one-line message."""
-    _check_harmoniser(model)
-    melody = read_melody(_tiny(tune))
-    grid = harmonise(model, melody.pitches, temperature, seed)
-    return grid, grid_onsets(grid, melody.onsets), melody
-
-
-def harmonise_view(grid: np.ndarray, onsets: np.ndarray | None = None, title: str | None = None,
-                   seconds: float = 20.0, max_bars: int = 8, name: str = "musictx-harmonised.mid") -> tuple[str, Clip]:
-    """What the harmoniser shows for a grid: the score (HTML, the first ``max_bars`` bars) and a player of the
-    first ``seconds``, both with the notes struck where ``onsets`` says."""
-    return score_html(grid, title, max_bars, onsets), play(grid, onsets, seconds=seconds, name=name)
-
-
-def _log_html(melody: Melody) -> str:
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in melody.log)
-    return f'<ul style="font-size:90%;margin:0.2em 0">{items}</ul>'
-
-
-def harmonise_widget(model: nn.Module, melody: str = ODE_TO_JOY, temperature: float = 1.0, seed: int = 0,
-                     seconds: float = 60.0, max_bars: int = 16):
-    """The harmoniser: a melody in tinyNotation, the temperature and the seed; a button harmonises.
-
-    Shows what reading the melody did (``Melody.log``: its length, notes moved to the 16th grid, a
-    transposition), a player and the score; a melody that cannot be harmonised, a line ``error: ...``
-    that says why. ``box.controls`` holds the controls by name, ``box.button`` the button, ``box.views``
-    the HTML outputs (``status``, ``log``, ``audio``, ``score``), ``box.state`` the last result (``grid``,
-    ``onsets``, ``melody``, ``clip`` and the settings; after a refused melody, ``error``)."""
-    W = _ipywidgets()
-    _check_harmoniser(model)
-    c = dict(
-        melody=W.Textarea(value=melody, description="melody", placeholder="4/4 c'4 d' e' f' g'2",
-                          layout=W.Layout(width="95%", height="4em")),
-        temperature=W.FloatSlider(value=temperature, min=0.1, max=2.0, step=0.05, description="temperature"),
-        seed=W.IntText(value=seed, description="seed"),
-    )
-    for control in c.values():
-        control.style.description_width = "7em"
-    button, status = W.Button(description="Harmonise", button_style="primary"), W.HTML()
-    log, score, audio = W.HTML(), W.HTML(), W.HTML()
-    box = W.VBox([c["melody"], W.HBox([c["temperature"], c["seed"]]), W.HBox([button, status]), log, audio, score])
-    box.controls, box.button, box.state = c, button, {}
-    box.views = dict(status=status, log=log, audio=audio, score=score)    # what is shown, by name
-
-    def run(_=None) -> None:
-        start = time.perf_counter()
-        status.value = "<i>harmonising...</i>"
-        settings = dict(temperature=c["temperature"].value, seed=c["seed"].value)
-        try:
-            grid, onsets, tune = harmonise_tune(model, c["melody"].value, **settings)
-            score.value, clip = harmonise_view(grid, onsets, seconds=seconds, max_bars=max_bars,
-                                               name=f"{_name(model)}-harmonised.mid")
-            audio.value = clip._repr_html_()
-        except MelodyError as e:                                        # the reader's melody: say why, no traceback
-            log.value = score.value = audio.value = ""
-            status.value = f"<b>error:</b> {html.escape(str(e))}"
-            box.state = dict(error=str(e), text=c["melody"].value, **settings)
-            return
-        except Exception as e:                                          # a callback's error would go to a log
-            log.value = score.value = audio.value = ""
-            status.value = f"<b>error:</b> {html.escape(f'{type(e).__name__}: {e}')}"
-            raise
-        log.value = _log_html(tune)
-        box.state = dict(grid=grid, onsets=onsets, melody=tune, clip=clip, text=c["melody"].value, **settings)
-        status.value = (f"{len(grid)} steps harmonised by {html.escape(_name(model))} in "
-                        f"{time.perf_counter() - start:.1f} s")
-
-    button.on_click(run)
-    run()
-    return box
-
-
-def harmonise_fallback(model: nn.Module | None, examples: Sequence[tuple[str, str | np.ndarray]] = HARMONISER_EXAMPLES,
-                       temperature: float = 1.0, seed: int = 0, seconds: float = 20.0):
-    """The harmoniser's static version: for each (title, melody) of ``examples``, a player and the score. A
-    melody is tinyNotation text, harmonised here by ``model`` (and what reading it did is said), or a
-    harmonised (steps, 4) grid, shown as it is (``model`` may then be None). Each example adds about
-    0.3 MB to a page (a clip of ``seconds``, about 130 kB of SVG)."""
-    items = list(examples)
-    if not items or not all(len(e) == 2 for e in items):
-        raise TypeError("examples must be a non-empty list of (title, melody) pairs, each melody tinyNotation "
-                        "text or a harmonised (steps, 4) grid")
-    parts = []
-    for k, (title, tune) in enumerate(items):
-        if isinstance(tune, str):
-            if model is None:
-                raise ValueError(f"example {title!r} is a melody to harmonise: give the model that harmonises it")
-            grid, onsets, melody = harmonise_tune(model, tune, temperature, seed)
-            said = (f"Harmonised by {html.escape(_name(model))}, temperature {temperature:g}, seed {seed}. "
-                    f"The melody: {_log_html(melody)}")
-        else:
-            grid = np.asarray(tune)
-            onsets, said = grid_onsets(grid), ""
-        score, clip = harmonise_view(grid, onsets, seconds=seconds, name=f"harmonised-{k + 1}.mid")
-        parts.append(f'<p><b>{html.escape(str(title))}</b></p><div style="font-size:90%">{said}</div>'
-                     f"{clip._repr_html_()}{score}")
-    body = "\n".join(parts) + ('<p style="font-size:90%"><i>To harmonise a tune of your own, open this chapter in '
-                               'Colab or Jupyter and type it in tinyNotation, e.g. '
-                               "<code>4/4 c'4 d' e' f' g'2</code>.</i></p>")
-    return _static("the harmoniser", "your own melody, the temperature and the seed", body)
-
-
-def _default_harmoniser() -> nn.Module:
-    """The shipped encoder-decoder ``harmoniser`` where it is shipped, else the relative-attention decoder, which
-    harmonises by sampling with its soprano forced (``harmonise``)."""
-    from ..study.hub import _check, pretrained
-
-    try:
-        _check("harmoniser")
-    except ValueError:
-        return pretrained("relative")
-    return pretrained("harmoniser")
-
-
-def explore_harmoniser(model: nn.Module | None = None,
-                       examples: Sequence[tuple[str, str | np.ndarray]] = HARMONISER_EXAMPLES,
-                       melody: str = ODE_TO_JOY, temperature: float = 1.0, seed: int = 0) -> None:
-    """Display the harmoniser, or its static version where no widget can run (see ``live``).
-
-    By default it harmonises with the shipped ``harmoniser`` (chapter 12) where the package ships it, else
-    with the relative-attention decoder (``pretrained("relative")``)."""
-    if model is None:
-        model = _default_harmoniser()
-    _show(lambda: harmonise_widget(model, melody, temperature, seed),
-          lambda: harmonise_fallback(model, examples, temperature, seed))
-
-
-# ---------------------------------------------------------------- the skew, step by step (chapter 8)
-
-SKEW_NAMES = ("R = Q E^T", "pad", "reshape", "slice")
-QUERY_COLORS = ("#fde0dd", "#deebf7", "#e5f5e0", "#fff2b3", "#ece2f0", "#fee6ce", "#e0f3f8", "#f0f0f0")
-
-
-def skew_step(L: int = 4, step: int = 3) -> tuple[torch.Tensor, str]:
-    """The toy R = Q E^T of chapter 8, entry (i, r) = 1 + L i + r, after ``step`` steps of the skew, and a caption.
-
-    0: R (L, L), rows queries, columns distances r - (L - 1); 1: a column of zeros padded on the
-    left, (L, L + 1); 2: reshaped row by row to (L + 1, L); 3: the first row dropped, S (L, L),
-    rows queries, columns keys, equal to ``relative.skew(R)``.
-    """
-    if not isinstance(L, int) or not 2 <= L <= len(QUERY_COLORS):
-        raise ValueError(f"L must be an integer in 2 .. {len(QUERY_COLORS)}, got {L!r}")
-    if step not in range(4):
-        raise ValueError(f"step must be 0 (R), 1 (pad), 2 (reshape) or 3 (slice), got {step!r}")
-    R = torch.arange(1, L * L + 1.0).view(L, L)                         # (L, L): query x distance
-    padded = F.pad(R, (1, 0))                                           # (L, L + 1)
-    reshaped = padded.reshape(L + 1, L)                                 # (L + 1, L)
-    matrices = (R, padded, reshaped, reshaped[1:])                      # the last: (L, L)
-    captions = (
-        f"1. R = Q E^T, ({L}, {L}): row i is query i, column r is distance r - {L - 1}.",
-        f"2. Pad one column of zeros on the left: ({L}, {L + 1}).",
-        f"3. Reshape to ({L + 1}, {L}), reading row by row: each row starts one place further right "
-        f"than the one before.",
-        f"4. Drop the first row: S, ({L}, {L}), row i is query i, column j is key j. On and below the "
-        f"diagonal, entry (i, j) is query i at distance j - i, as wanted; above it, leftovers to mask.",
-    )
-    return matrices[step], captions[step]
-
-
-def skew_table(L: int = 4, step: int = 3) -> str:
-    """``skew_step`` as an HTML table: each entry shows its number, its query (colour) and its distance d."""
-    M, caption = skew_step(L, step)
-    cols = {0: [f"d={r - L + 1}" for r in range(L)], 1: ["pad"] + [f"d={r - L + 1}" for r in range(L)],
-            2: [f"col {c}" for c in range(L)], 3: [f"key {j}" for j in range(L)]}[step]
-    rows = [f"row {k}" for k in range(L + 1)] if step == 2 else [f"query {i}" for i in range(L)]
-    cell = "border:1px solid #999;padding:0.2em 0.45em;min-width:3.2em;color:#000;background:{}"
-    head = "".join(f'<th style="padding:0 0.4em;font-weight:normal">{c}</th>' for c in cols)
-    body = []
-    for k, row in enumerate(M.long().tolist()):
-        tds = []
-        for j, v in enumerate(row):
-            if v == 0:
-                style, text = cell.format("#ffffff") + ";color:#888", "0<br><small>pad</small>"
-            else:
-                i, d = (v - 1) // L, (v - 1) % L - (L - 1)              # query and distance of the entry
-                style, text = cell.format(QUERY_COLORS[i]), f"{v}<br><small>q{i}, d={d}</small>"
-            if step == 3 and j > k:                                     # above the diagonal: undefined
-                style += ";opacity:0.35;border-style:dashed"
-            tds.append(f'<td style="{style}">{text}</td>')
-        body.append(f'<tr><th style="padding:0 0.4em;font-weight:normal;text-align:right">{rows[k]}</th>'
-                    f'{"".join(tds)}</tr>')
-    return (f'<figure style="display:inline-block;vertical-align:top;margin:0 1.5em 1em 0">'
-            f'<table style="border-collapse:collapse;font-family:monospace;text-align:center;margin:0">'
-            f'<tr><th></th>{head}</tr>{"".join(body)}</table>'
-            f'<figcaption style="max-width:24em;font-size:90%">{html.escape(caption)}</figcaption></figure>')
-
-
-def skew_widget(L: int = 4):
-    """The skew stepper: choose L and the step; the table shows the matrix after that step.
-
-    ``box.controls`` holds the controls (``L``, ``step``), ``box.state`` the matrix and caption shown."""
-    W = _ipywidgets()
-    skew_step(L, 0)                                                     # a bad L fails here, not in a callback
-    c = dict(L=W.IntSlider(value=L, min=2, max=len(QUERY_COLORS), description="L", continuous_update=False),
-             step=W.ToggleButtons(options=[(f"{k + 1}. {n}", k) for k, n in enumerate(SKEW_NAMES)], value=0,
-                                  description="step"))
-    table = W.HTML()
-    box = W.VBox([W.HBox([c["L"]]), c["step"], table])
-    box.controls, box.table, box.state = c, table, {}
-
-    def update(_=None) -> None:
-        matrix, caption = skew_step(c["L"].value, c["step"].value)
-        box.state = dict(L=c["L"].value, step=c["step"].value, matrix=matrix, caption=caption)
-        table.value = skew_table(c["L"].value, c["step"].value)
-
-    for control in c.values():
-        control.observe(update, names="value")
-    update()
-    return box
-
-
-def skew_fallback(L: int = 4):
-    """The skew stepper's static version: the four steps side by side."""
-    return _static("the skew stepper", "L and the step", "".join(skew_table(L, k) for k in range(4)))
-
-
-def explore_skew(L: int = 4) -> None:
-    """Display the skew stepper, or its static version where no widget can run (see ``live``)."""
-    _show(lambda: skew_widget(L), lambda: skew_fallback(L))

@@ -1,5 +1,6 @@
-"""The classroom widgets (musictx_lite/widgets.py): each control changes what is drawn, each static
-version renders, and the model may live on an accelerator (tests/virtual_device.py)."""
+"""The classroom widgets (musictx_lite/classroom/widgets.py, skew_widget.py, harmoniser_widget.py): each control
+changes what is drawn, each static version renders, and the model may live on an accelerator
+(tests/virtual_device.py)."""
 import base64
 import re
 import sys
@@ -13,7 +14,7 @@ from conftest import VIRTUAL_DEVICE as DEVICE  # noqa: E402
 from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 import musictx_lite as mtx
-from musictx_lite.classroom import widgets
+from musictx_lite.classroom import harmoniser_widget, skew_widget, widgets
 from musictx_lite.classroom.plots import token_time
 from musictx_lite.models.attention import attention_weights
 from musictx_lite.models.relative import relative_logits_direct, skew
@@ -176,12 +177,12 @@ def test_sampler_shows_the_score():
 
 @pytest.mark.parametrize("L", [2, 4, 5, 8])
 def test_skew_steps_are_pad_reshape_slice(L):
-    R, _ = widgets.skew_step(L, 0)
+    R, _ = skew_widget.skew_step(L, 0)
     assert R.tolist() == [[1 + L * i + r for r in range(L)] for i in range(L)]
     padded = F.pad(R, (1, 0))
-    assert torch.equal(widgets.skew_step(L, 1)[0], padded)
-    assert torch.equal(widgets.skew_step(L, 2)[0], padded.reshape(L + 1, L))
-    S, caption = widgets.skew_step(L, 3)
+    assert torch.equal(skew_widget.skew_step(L, 1)[0], padded)
+    assert torch.equal(skew_widget.skew_step(L, 2)[0], padded.reshape(L + 1, L))
+    S, caption = skew_widget.skew_step(L, 3)
     assert torch.equal(S, skew(R)) and caption.startswith("4. Drop the first row")
     direct = relative_logits_direct(R[None], torch.eye(L)[None])[0]         # q = R, E = I: q E^T = R
     causal = torch.ones(L, L, dtype=torch.bool).tril()
@@ -189,7 +190,7 @@ def test_skew_steps_are_pad_reshape_slice(L):
 
 
 def test_skew_table_labels_each_entry_with_its_query_and_distance():
-    page = widgets.skew_table(4, 3)
+    page = skew_widget.skew_table(4, 3)
     cells = re.findall(r"<td[^>]*>(\d+)<br><small>([^<]+)</small></td>", page)
     assert len(cells) == 16
     for k, (value, label) in enumerate(cells):
@@ -198,19 +199,19 @@ def test_skew_table_labels_each_entry_with_its_query_and_distance():
             assert label == f"q{i}, d={j - i}"
     assert page.count("opacity:0.35") == 6          # the undefined upper triangle
     with pytest.raises(ValueError, match="step"):
-        widgets.skew_step(4, 4)
+        skew_widget.skew_step(4, 4)
     with pytest.raises(ValueError, match="L must be"):
-        widgets.skew_step(1, 0)
+        skew_widget.skew_step(1, 0)
 
 
 def test_skew_widget_steps_and_fallback():
-    box = widgets.skew_widget(4)
+    box = skew_widget.skew_widget(4)
     for L, step in [(4, 1), (4, 2), (5, 2), (5, 3), (3, 0)]:
         box.controls["L"].value, box.controls["step"].value = L, step
-        matrix, caption = widgets.skew_step(L, step)
+        matrix, caption = skew_widget.skew_step(L, step)
         assert torch.equal(box.state["matrix"], matrix) and box.state["caption"] == caption
-        assert box.table.value == widgets.skew_table(L, step)
-    page = widgets.skew_fallback(4).data
+        assert box.table.value == skew_widget.skew_table(L, step)
+    page = skew_widget.skew_fallback(4).data
     assert page.count("<table") == 4 and "2. Pad" in page and "Static version" in page
 
 
@@ -227,14 +228,14 @@ def test_explore_shows_the_widget_live_and_the_fallback_static(model, pieces, mo
             monkeypatch.setattr(widgets, f"{name}_{kind}", lambda *a, _k=f"{name} {kind}": (_k, a))
     monkeypatch.setenv(widgets.MODE_VAR, "static")
     assert not widgets.live()
-    widgets.explore_skew(5)
+    skew_widget.explore_skew(5)
     widgets.explore_attention(model, pieces, steps=8)
     widgets.explore_sampler(model, pieces, 4, 8)
     assert isinstance(shown[0], IPython.display.HTML) and shown[0].data.count("<table") == 4
     assert shown[1:] == [("attention fallback", (model, pieces[0], 8)), ("sampler fallback", (model, pieces[0], 4, 8))]
     shown.clear()
     monkeypatch.setenv(widgets.MODE_VAR, "live")
-    widgets.explore_skew(5)
+    skew_widget.explore_skew(5)
     widgets.explore_attention(model, pieces, steps=8)
     widgets.explore_sampler(model, pieces, 4, 8)
     assert isinstance(shown[0], ipywidgets.VBox) and shown[0].state["L"] == 5
@@ -307,7 +308,7 @@ def harmonise_spy(monkeypatch):
         calls.append(args[2:])                                              # (temperature, seed)
         return real(*args, **kw)
 
-    monkeypatch.setattr(widgets, "harmonise", harmonise)
+    monkeypatch.setattr(harmoniser_widget, "harmonise", harmonise)
     return calls
 
 
@@ -315,7 +316,7 @@ def test_harmonise_tune_keeps_the_melody_and_its_repeated_notes(model):
     from musictx_lite.engine.harmonise import harmonise
     from musictx_lite.io.melody import read_melody
 
-    grid, onsets, melody = widgets.harmonise_tune(model, TUNE, temperature=0.8, seed=3)
+    grid, onsets, melody = harmoniser_widget.harmonise_tune(model, TUNE, temperature=0.8, seed=3)
     want = read_melody("tinyNotation: " + TUNE)
     assert melody.shift == 12 and (melody.pitches == want.pitches).all()
     assert grid.shape == (28, 4) and (grid[:, 0] == want.pitches).all() and grid[0, 0] == 60
@@ -325,15 +326,15 @@ def test_harmonise_tune_keeps_the_melody_and_its_repeated_notes(model):
     changed = np.vstack([np.ones((1, 3), bool), grid[1:, 1:] != grid[:-1, 1:]]) & (grid[:, 1:] >= 0)
     assert (onsets[:, 1:] == changed).all()
     with pytest.raises(ValueError, match="cannot harmonise"):
-        widgets.harmonise_tune(mtx.build_model("fill", mtx.ModelConfig(n_embd=16)), TUNE)
+        harmoniser_widget.harmonise_tune(mtx.build_model("fill", mtx.ModelConfig(n_embd=16)), TUNE)
 
 
 def test_harmonise_widget_harmonises_the_typed_melody(model, harmonise_spy):
     from musictx_lite.io.melody import read_melody
 
-    box = widgets.harmonise_widget(model)
-    assert len(harmonise_spy) == 1 and (box.state["grid"][:, 0] == read_melody(widgets._tiny(widgets.ODE_TO_JOY))
-                                        .pitches).all()
+    box = harmoniser_widget.harmonise_widget(model)
+    ode = read_melody(harmoniser_widget._tiny(harmoniser_widget.ODE_TO_JOY)).pitches
+    assert len(harmonise_spy) == 1 and (box.state["grid"][:, 0] == ode).all()
     c = box.controls
     c["melody"].value, c["temperature"].value, c["seed"].value = TUNE, 1.35, 7
     assert len(harmonise_spy) == 1                                          # the button harmonises, not the controls
@@ -358,7 +359,7 @@ def test_harmonise_widget_harmonises_the_typed_melody(model, harmonise_spy):
 def test_harmonise_widget_shows_a_bad_melody_as_an_error_line(model, harmonise_spy, text, message):
     from musictx_lite.io.melody import MelodyError, read_melody
 
-    box = widgets.harmonise_widget(model, melody=TUNE)
+    box = harmoniser_widget.harmonise_widget(model, melody=TUNE)
     assert box.views["score"].value and box.views["audio"].value and len(harmonise_spy) == 1
     box.controls["melody"].value = text
     box.button.click()                                                      # no exception
@@ -376,19 +377,19 @@ def test_harmonise_widget_shows_a_bad_melody_as_an_error_line(model, harmonise_s
 
 
 def test_harmonise_fallback_has_one_score_and_player_per_example(model, pieces):
-    examples = [("Twinkle", widgets.TWINKLE), ("Low tune", TUNE), ("A chorale", pieces[0].pitches[:16])]
-    page = widgets.harmonise_fallback(model, examples, seed=2).data
+    examples = [("Twinkle", harmoniser_widget.TWINKLE), ("Low tune", TUNE), ("A chorale", pieces[0].pitches[:16])]
+    page = harmoniser_widget.harmonise_fallback(model, examples, seed=2).data
     assert page.count("<audio") == 3 and page.count("data:audio/midi;base64,") == 3
     assert page.count('class="musictx-score"') == 3 and page.count("<svg") >= 3
     assert all(f"<b>{title}</b>" in page for title, _ in examples)
     assert page.count("Harmonised by") == 2 and "moved +12 semitones" in page    # the grid is shown as it is
     assert "Static version of the harmoniser" in page and "open this chapter in Colab or Jupyter" in page
-    one = widgets.harmonise_fallback(None, examples[2:]).data                     # a grid needs no model
+    one = harmoniser_widget.harmonise_fallback(None, examples[2:]).data                     # a grid needs no model
     assert one.count("<audio") == 1 and one.count('class="musictx-score"') == 1
     with pytest.raises(ValueError, match="give the model"):
-        widgets.harmonise_fallback(None, examples[:1])
+        harmoniser_widget.harmonise_fallback(None, examples[:1])
     with pytest.raises(TypeError, match="examples"):
-        widgets.harmonise_fallback(model, [])
+        harmoniser_widget.harmonise_fallback(model, [])
 
 
 def test_explore_harmoniser_live_static_and_its_default_model(model, monkeypatch):
@@ -399,20 +400,20 @@ def test_explore_harmoniser_live_static_and_its_default_model(model, monkeypatch
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
     for kind in ("widget", "fallback"):
-        monkeypatch.setattr(widgets, f"harmonise_{kind}", lambda *a, _k=kind: (_k, a))
-    examples = [("Twinkle", widgets.TWINKLE)]
+        monkeypatch.setattr(harmoniser_widget, f"harmonise_{kind}", lambda *a, _k=kind: (_k, a))
+    examples = [("Twinkle", harmoniser_widget.TWINKLE)]
     monkeypatch.setenv(widgets.MODE_VAR, "static")
-    widgets.explore_harmoniser(model, examples, melody=TUNE, temperature=0.9, seed=4)
+    harmoniser_widget.explore_harmoniser(model, examples, melody=TUNE, temperature=0.9, seed=4)
     monkeypatch.setenv(widgets.MODE_VAR, "live")
-    widgets.explore_harmoniser(model, examples, melody=TUNE, temperature=0.9, seed=4)
+    harmoniser_widget.explore_harmoniser(model, examples, melody=TUNE, temperature=0.9, seed=4)
     assert shown == [("fallback", (model, examples, 0.9, 4)), ("widget", (model, TUNE, 0.9, 4))]
     loaded = []
     monkeypatch.setattr(hub, "pretrained", lambda name="relative", device=None: loaded.append(name) or model)
     shipped = (hub.HERE / "harmoniser.pt").exists() and (hub.HERE / "harmoniser.json").exists()
-    assert widgets._default_harmoniser() is model and loaded == ["harmoniser" if shipped else "relative"]
+    assert harmoniser_widget._default_harmoniser() is model and loaded == ["harmoniser" if shipped else "relative"]
     monkeypatch.setattr(hub, "_check", lambda name: None)                     # as if the harmoniser were shipped
-    widgets._default_harmoniser()
+    harmoniser_widget._default_harmoniser()
     assert loaded[-1] == "harmoniser"
     monkeypatch.setattr(hub, "_check", lambda name: (_ for _ in ()).throw(ValueError("no pretrained model")))
-    widgets._default_harmoniser()
+    harmoniser_widget._default_harmoniser()
     assert loaded[-1] == "relative"

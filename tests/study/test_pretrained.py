@@ -158,7 +158,7 @@ def test_cli_a_programming_error_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*a, **k):
         raise TypeError("a bug")
 
-    monkeypatch.setattr(musictx_lite, "generate", broken)      # cmd_generate imports it when it runs
+    monkeypatch.setattr(musictx_lite, "generate", broken)      # run_generate imports it when it runs
     with pytest.raises(TypeError, match="a bug"):
         cli.main(["generate", "--pretrained", "relative", "--steps", "2", "--out", str(tmp_path / "x.mid")])
 

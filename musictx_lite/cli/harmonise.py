@@ -1,0 +1,65 @@
+"""``harmonise``: alto, tenor and bass under a melody (a file, or tinyNotation), by one of chapter 12's three
+ways, into MIDI and MusicXML. Notebook: book/using.md; chapter 12.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from .args import check_writable, nonnegative_int, positive_float, positive_int, seed_int
+
+# harmonise --method: the shipped model each way of chapter 12 uses
+METHODS = {"decoder": "relative", "harmoniser": "harmoniser", "coconet": "coconet"}
+
+
+def add_harmonise(sub, o) -> argparse.ArgumentParser:
+    """``harmonise``'s options; ``o``: the shared ones (``args.shared_options``)."""
+    h = sub.add_parser("harmonise", help="write alto, tenor and bass under a melody (chapter 12) into a MIDI file",
+                       parents=[o.cpu])
+    h.add_argument("melody_file", nargs="?", default=None, metavar="MELODY",
+                   help="a melody file: MIDI (one line; --track if it has several), MusicXML or ABC")
+    h.add_argument("--melody", default=None, help="the melody as music21 tinyNotation, e.g. \"4/4 c'4 d' e' f' g'2\"")
+    h.add_argument("--out", required=True, help="the .mid file to write")
+    h.add_argument("--musicxml", default=None, metavar="FILE", help="also write the harmonisation as MusicXML")
+    h.add_argument("--method", choices=sorted(METHODS), default="decoder",
+                   help="decoder: the shipped relative model, the melody given note by note (default); "
+                        "harmoniser: the encoder-decoder, which reads the whole melody; coconet: fill-in "
+                        "by Gibbs sampling")
+    h.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
+    h.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest tokens")
+    h.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
+    h.add_argument("--track", type=nonnegative_int, default=None, help="the melody's track in a MIDI file")
+    h.add_argument("--transpose", type=int, default=None,
+                   help="semitones to move the melody (default: the whole octaves that put it in the soprano's "
+                        "range)")
+    h.set_defaults(func=run_harmonise)
+    return h
+
+
+def run_harmonise(a: argparse.Namespace) -> None:
+    from ..engine.harmonise import grid_onsets, harmonise
+    from ..io.melody import read_melody
+    from ..io.midi import write_midi
+    from ..study.hub import pretrained
+
+    if (a.melody_file is None) == (a.melody is None):
+        raise ValueError("give the melody once: a file (MIDI, MusicXML, ABC) or --melody \"tinyNotation\"")
+    check_writable(a.out, "--out")
+    if a.musicxml is not None:
+        check_writable(a.musicxml, "--musicxml")
+    melody = read_melody(a.melody_file or a.melody, track=a.track, transpose=a.transpose)   # fails before the model
+    for line in melody.log:
+        print(line)
+    model = pretrained(METHODS[a.method], device=a.device)
+    t0 = time.perf_counter()
+    grid = harmonise(model, melody.pitches, a.temperature, a.seed, a.top_k)
+    seconds = time.perf_counter() - t0
+    onsets = grid_onsets(grid, melody.onsets)                        # the melody's repeated notes restruck
+    path = write_midi(grid, a.out, onsets)
+    print(f"wrote {path}: {len(grid)} steps harmonised by the shipped {METHODS[a.method]} model "
+          f"({a.method}) in {seconds:.2f} s, T = {a.temperature}, seed {a.seed}")
+    if a.musicxml is not None:
+        from ..io.score import to_musicxml
+
+        to_musicxml(grid, onsets, a.musicxml, title="harmonised by musictx-lite")
+        print(f"wrote {a.musicxml}")
