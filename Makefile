@@ -21,7 +21,7 @@ book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU) 
 
 test: $(VENV)/.ready       ## the linter, unit tests, and every chapter under nbval in the smoke profile
 	ruff check .
-	pytest --nbval-lax -n 2 --dist loadfile
+	pytest --nbval-lax -n 2 --dist loadfile --junitxml=_build/junit.xml --durations=10
 
 slides: book               ## one reveal.js deck per chapter in _build/slides, from the book's executed chapters; works offline
 	python -m scripts.build_slides --out _build/slides
