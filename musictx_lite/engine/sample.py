@@ -23,6 +23,7 @@ from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
 from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
 from ..models.tasks import EVENTS, MELODY, NEXT_TOKEN
+from .rules import Guard, Relaxed, check_rules
 
 
 def prompt_from(piece: Piece, n_steps: int) -> np.ndarray:
@@ -61,22 +62,23 @@ def check_sampling(temperature: float, top_k: int | None) -> float:
 
 
 def draw(logits: torch.Tensor, banned, top_k: int | None, t: float, gen: torch.Generator) -> torch.Tensor:
-    """One token (1,) from next-token logits (V,): ``banned`` tokens never, only the ``top_k`` likeliest
-    (None: all), at temperature ``t``. The largest logit is subtracted before dividing, so a tiny
-    temperature tends to the argmax instead of overflowing to inf (and NaN probabilities)."""
+    """One token (1,) from next-token logits (V,), or one per row (B, 1) from (B, V): ``banned`` tokens never,
+    only the ``top_k`` likeliest (None: all), at temperature ``t``. The largest logit is subtracted before
+    dividing, so a tiny temperature tends to the argmax instead of overflowing to inf (and NaN probabilities)."""
     logits = logits.clone()
-    logits[list(banned)] = float("-inf")
+    logits[..., list(banned)] = float("-inf")
     if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.numel()))[0][-1]
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]))[0][..., -1:]
         logits[logits < kth] = float("-inf")
-    logits = (logits - logits.max()) / t
+    logits = (logits - logits.max(-1, keepdim=True)[0]) / t
     return torch.multinomial(torch.softmax(logits, -1).cpu(), 1, generator=gen)
 
 
 @torch.no_grad()
 def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 64, temperature: float = 1.0,
              top_k: int | None = None, seed: int | None = 0, banned: tuple[int, ...] = (PAD, BOS, HOLD, MASK),
-             cache: bool = True, trace: list | None = None, forced: np.ndarray | None = None) -> np.ndarray:
+             cache: bool = True, trace: list | None = None, forced: np.ndarray | None = None,
+             rules=None, batch: int = 1, relaxed: Relaxed | None = None, scores: list | None = None) -> np.ndarray:
     """Continue ``prompt`` (tokens, BOS first) by ``n_steps`` steps of 4 tokens; return all tokens.
 
     Tokens in ``banned`` are never sampled. A model with a finite ``context``
@@ -88,6 +90,12 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
     fourth token, leave the voices under it to the model). A harmoniser
     (``models.harmoniser``) must be given the soprano of every step so: it reads
     the melody of each window, the future included, once per window.
+
+    Chapter 12's additions: ``rules`` (``engine.rules``, e.g. ``HARMONY``) mask each
+    sampled token to those the rules allow, dead ends counted in ``relaxed``;
+    ``batch`` draws that many continuations at once, (batch, T) returned;
+    ``scores``, a list, receives (batch,) the log-probability the model, unmasked
+    and at temperature 1, gives the tokens it sampled (forced ones left out).
     """
     if getattr(model, "task", None) not in (NEXT_TOKEN, MELODY):
         task = getattr(getattr(model, "task", None), "name", "none")
@@ -115,12 +123,17 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
         if forced is None or len(forced) != 4 * n_steps or (forced[0::4] < 0).any() or len(prompt) % 4 != 1:
             raise ValueError("a harmoniser is given the melody: forced must hold the soprano of every step to "
                              "generate (every fourth token, from the first), after a prompt of whole steps")
-        melody = to_model(model, np.r_[prompt, forced][1::4])[None]  # (1, steps): the prompt's and forced
+        melody = to_model(model, np.r_[prompt, forced][1::4])[None].repeat(batch, 1)   # (B, steps)
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    guard = Guard(check_rules(rules), prompt, n_steps, batch, relaxed) if rules else None
+    usable = ~np.isin(np.arange(VOCAB_SIZE), list(banned))             # (V,): what may be drawn at all
     use_cache = cache and getattr(model, "cacheable", False)
     device = model_device(model)
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
-    idx = to_model(model, prompt)[None]                              # (1, T)
+    idx = to_model(model, prompt)[None].repeat(batch, 1)             # (B, T)
+    total = torch.zeros(batch)                                       # (B,): the sampled tokens' log-probability
     start, state = 0, None                                           # the window is idx[:, start:]
     with evaluating(model):
         for _ in range(4 * n_steps):
@@ -133,21 +146,31 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
                 state = model.new_cache(melody[:, start // 4: start // 4 + -(-ctx // 4)])
                 logits = model(idx[:, start:], cache=state)
             elif not use_cache:
-                logits = model(idx[:, start:])                       # (1, T, V): the whole window again
+                logits = model(idx[:, start:])                       # (B, T, V): the whole window again
             elif state is None:
                 state = model.new_cache()
                 logits = model(idx[:, start:], cache=state)          # the window once
             else:
-                logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest token only
-            logits = logits[0, -1].float()                          # (V,)
+                logits = model(idx[:, -1:], cache=state)             # (B, 1, V): the newest token only
+            logits = logits[:, -1].float().cpu()                     # (B, V)
             if trace is not None:
-                trace.append((logits / t).cpu())
-            nxt = draw(logits, banned, top_k, t, gen)
+                trace.append((logits[0] / t))
             i = idx.shape[1] - len(prompt)                           # the i-th token after the prompt
-            if forced is not None and i < len(forced) and forced[i] >= 0:
-                nxt = torch.tensor([forced[i]])                      # given, not sampled
-            idx = torch.cat([idx, nxt.to(device)[None]], dim=1)
-    return idx[0].cpu().numpy()
+            given = forced is not None and i < len(forced) and forced[i] >= 0
+            masked = logits
+            if guard is not None and not given:                      # only what the rules allow
+                masked = logits.masked_fill(~torch.from_numpy(guard.mask(usable)), float("-inf"))
+            nxt = draw(masked, banned, top_k, t, gen) if batch > 1 else draw(masked[0], banned, top_k, t, gen)[None]
+            if given:
+                nxt = torch.full((batch, 1), int(forced[i]))         # given, not sampled
+            elif scores is not None:
+                total += torch.log_softmax(logits, -1).gather(1, nxt)[:, 0]
+            if guard is not None:
+                guard.push(nxt[:, 0].numpy())
+            idx = torch.cat([idx, nxt.to(device)], dim=1)            # (B, T + 1)
+    if scores is not None:
+        scores.append(total)
+    return idx[0].cpu().numpy() if batch == 1 else idx.cpu().numpy()
 
 
 @torch.no_grad()

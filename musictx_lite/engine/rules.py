@@ -1,0 +1,292 @@
+"""Rules as masks: the rules of four-part writing applied while a harmonisation is sampled (chapter 12).
+
+Notebook: notebooks/12_harmonise.ipynb
+
+A language model is kept to a format by masking: before each token is drawn, the tokens the format forbids get
+probability zero, and the rest share what is left. The same idea keeps a harmoniser to the rules a first-year
+student learns. Each rule looks at the pitches written so far, (B, t + 1, 4) with the voices above the one being
+written already in row t, and says which tokens voice ``v`` (alto 1, tenor 2, bass 3) may take next: a boolean
+mask (B, VOCAB_SIZE). ``sample.generate`` draws only among the tokens every rule allows.
+
+- ``VoiceRange``: a pitch inside the voice's range (``io.stats.RANGES``, the standard SATB ranges), and a rest
+  only where the melody rests;
+- ``NoCrossing``: not above the nearest sounding voice over it at this step;
+- ``NoParallels``: no consecutive fifth or octave (unisons and compound octaves too) with a voice already written
+  at this step, by similar or by contrary motion: both voices move, and the perfect interval between them repeats;
+- ``Spacing``: alto within an octave of the soprano, tenor within an octave of the alto;
+- ``CompleteChord``: on the beats, a bass that makes the chord a complete triad or seventh where one can;
+- ``InKey``: inside the melody's key (``io.harmony.key_of``), up to the final chord;
+- ``Cadence``: under the melody's last note, a complete root-position triad on it, held.
+
+``HARMONY`` holds the first four, the rules of voice leading; ``harmony_rules(melody)`` adds the last three, about
+the chords, the key and the cadence, two of which read the melody.
+
+Masking changes the distribution the model samples: it is the model's distribution renormalised over what the
+rules allow at each token, not the model conditioned on the rules holding over the whole piece (a token that
+keeps the rules now may lead to a worse chord later). Drawing several harmonisations and keeping the likeliest
+(``engine.harmonise``) repairs part of that.
+
+A dead end (every token banned: no pitch keeps all the rules) drops rules in ``RELAX_ORDER`` until a token is
+left; ``Relaxed`` counts each drop.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..io.harmony import key_of, scale
+from ..io.midi import notes_of
+from ..io.stats import FIFTH, OCTAVE, RANGES, complete_chord
+from ..io.tokens import LOWEST, N_SPECIAL, REST, VOCAB_SIZE
+
+PITCHES = np.arange(VOCAB_SIZE) - N_SPECIAL + LOWEST              # (V,): the pitch of each token (specials: junk)
+IS_PITCH = np.arange(VOCAB_SIZE) >= N_SPECIAL                      # (V,)
+
+
+def _above(grid: np.ndarray, v: int) -> np.ndarray:
+    """(B,) the pitch of the nearest sounding voice above voice ``v`` at the last step (-1: none sounds)."""
+    row = grid[:, -1, :v]                                          # (B, v): the voices written at this step
+    out = np.full(len(grid), -1)
+    for u in range(v):                                             # the lowest sounding one wins
+        out = np.where(row[:, u] >= 0, row[:, u], out)
+    return out
+
+
+class VoiceRange:
+    """Voice ``v`` stays inside its range (``ranges``: name -> (low, high), MIDI, inclusive, S A T B order); it
+    rests only where the melody rests."""
+    name = "range"
+
+    def __init__(self, ranges: dict[str, tuple[int, int]] = RANGES):
+        self.ranges = list(ranges.values())
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        lo, hi = self.ranges[v]
+        ok = np.broadcast_to(IS_PITCH & (PITCHES >= lo) & (PITCHES <= hi), (len(grid), VOCAB_SIZE)).copy()
+        ok[:, REST] = grid[:, -1, 0] < 0                            # a rest under a rest of the melody
+        return ok                                                   # (B, V)
+
+
+class NoCrossing:
+    """Voice ``v`` is not above the nearest sounding voice over it at this step."""
+    name = "crossing"
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        above = _above(grid, v)[:, None]                            # (B, 1)
+        return ~IS_PITCH | (above < 0) | (PITCHES <= above)         # (B, V)
+
+
+class Spacing:
+    """The alto within ``octave`` semitones of the soprano, the tenor within them of the alto (the bass is free)."""
+    name = "spacing"
+
+    def __init__(self, octave: int = 12):
+        self.octave = octave
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        ok = np.ones((len(grid), VOCAB_SIZE), bool)
+        if v in (1, 2):
+            upper = grid[:, -1, v - 1][:, None]                     # (B, 1)
+            ok &= ~IS_PITCH | (upper < 0) | (PITCHES >= upper - self.octave)
+        return ok
+
+
+class NoParallels:
+    """No consecutive fifths or octaves between voice ``v`` and a voice ``u`` above it, by similar or contrary
+    motion: where u moves from step t - 1 to t, voice v may not move to the pitch that repeats the fifth (octave,
+    unison) that u and v made at t - 1. ``io.stats.parallels`` counts the same motions (similar ones; with
+    ``contrary=True``, contrary ones too)."""
+    name = "parallels"
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        ok = np.ones((len(grid), VOCAB_SIZE), bool)
+        if grid.shape[1] < 2:
+            return ok
+        prev, now = grid[:, -2], grid[:, -1]                        # (B, 4) each
+        for u in range(v):
+            before = np.abs(prev[:, u] - prev[:, v]) % 12           # (B,): the interval at t - 1
+            moves = (prev[:, u] >= 0) & (prev[:, v] >= 0) & (now[:, u] >= 0) & (now[:, u] != prev[:, u])
+            perfect = moves & ((before == FIFTH) | (before == OCTAVE))
+            again = (np.abs(now[:, u, None] - PITCHES) % 12 == before[:, None])      # (B, V): the same interval
+            ok &= ~(perfect[:, None] & again & IS_PITCH & (PITCHES != prev[:, v, None]))
+        return ok
+
+
+def final_note(melody: np.ndarray) -> tuple[int, int, int]:
+    """(first step, last step, pitch) of the melody's last note: where the final chord sounds."""
+    notes = notes_of(np.asarray(melody)[:, None])[0]
+    if not notes:
+        raise ValueError("the melody has no notes")
+    start, end, pitch = notes[-1]
+    return start, end - 1, pitch
+
+
+class Cadence:
+    """Under the melody's last note, a complete root-position triad on that note, held: the bass on its pitch
+    class, alto and tenor the third and the fifth. The third is major (``picardy``, the default: Bach ends 74 of the
+    77 test chorales on a major chord, minor ones with a Picardy third), or, with ``picardy=False``, minor too where
+    the minor third is in the ``key`` (tonic, mode). Bach's final chord has the melody's last note as its root in
+    all but a few chorales (chapter 12 counts them)."""
+    name = "cadence"
+
+    def __init__(self, melody: np.ndarray, key: tuple[int, str] | None = None, picardy: bool = True):
+        self.start, self.end, pitch = final_note(melody)
+        self.root = pitch % 12
+        minor = (self.root + 3) % 12
+        in_key = scale(*key) if key is not None else {minor}
+        self.thirds = [(self.root + 4) % 12] + ([minor] if not picardy and minor in in_key else [])
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        ok = np.ones((len(grid), VOCAB_SIZE), bool)
+        t = grid.shape[1] - 1
+        if not self.start <= t <= self.end:
+            return ok
+        if t > self.start:                                           # the final chord is held
+            ok &= PITCHES == grid[:, -2, v, None]
+            return ok
+        pc, r = PITCHES % 12, self.root
+        thirds, fifth = set(self.thirds), (r + 7) % 12
+        if v == 1:
+            ok &= IS_PITCH & np.isin(pc, [*thirds, fifth])
+        elif v == 2:                                                 # the one of third and fifth the alto left
+            alto = grid[:, -1, 1] % 12
+            need = np.where(np.isin(alto, list(thirds)), fifth, -1)  # (B,): the fifth, or (-1) a third
+            ok &= IS_PITCH & ((pc == need[:, None]) | ((need[:, None] < 0) & np.isin(pc, list(thirds))))
+        else:
+            ok &= IS_PITCH & (pc == r)
+        return ok
+
+
+class InKey:
+    """Alto, tenor and bass inside the key (``io.harmony.scale``: the major scale, or the minor with its raised
+    sixth and seventh), up to the final chord, where ``Cadence`` rules (a Picardy third is chromatic)."""
+    name = "key"
+
+    def __init__(self, tonic: int, mode: str, until: int | None = None):
+        self.pcs, self.until = sorted(scale(tonic, mode)), until
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        t = grid.shape[1] - 1
+        if self.until is not None and t >= self.until:
+            return np.ones((len(grid), VOCAB_SIZE), bool)
+        return np.broadcast_to(~IS_PITCH | np.isin(PITCHES % 12, self.pcs), (len(grid), VOCAB_SIZE)).copy()
+
+
+class CompleteChord:
+    """On each quarter-note beat (step ``offset`` + 4k), the bass completes a triad or a seventh chord with the
+    soprano, alto and tenor (``io.stats.complete_chord``) where some pitch class can; elsewhere it is free."""
+    name = "chord"
+
+    def __init__(self, offset: int = 0):
+        self.offset = offset
+
+    def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
+        ok = np.ones((len(grid), VOCAB_SIZE), bool)
+        t = grid.shape[1] - 1
+        if v != 3 or (t - self.offset) % 4:
+            return ok
+        for b, upper in enumerate(grid[:, -1, :3]):
+            if (upper < 0).any():
+                continue
+            fits = [pc for pc in range(12) if complete_chord([*upper, pc])]
+            if fits:
+                ok[b] = ~IS_PITCH | np.isin(PITCHES % 12, fits)
+        return ok
+
+
+HARMONY = (VoiceRange(), NoCrossing(), NoParallels(), Spacing())   # the rules of four-part writing
+RELAX_ORDER = ("chord", "spacing", "key", "parallels", "crossing", "cadence", "range")   # a dead end drops these first
+
+
+def harmony_rules(melody: np.ndarray, key: tuple[int, str] | None = None, cadence: bool = True,
+                  in_key: bool = True, chords: bool = True) -> tuple:
+    """Every rule for harmonising ``melody``: ``HARMONY``, complete chords on the beats (``CompleteChord``), the
+    key (``key``: (tonic, mode), by default the melody's, ``io.harmony.key_of``) and the final chord
+    (``Cadence``)."""
+    rules, key = list(HARMONY) + ([CompleteChord()] if chords else []), key or key_of(melody)
+    start = final_note(melody)[0]
+    if in_key:
+        rules.append(InKey(*key, until=start if cadence else None))
+    if cadence:
+        rules.append(Cadence(melody, key))
+    return tuple(rules)
+
+
+@dataclass
+class Relaxed:
+    """What the rules did in one sampling run: tokens masked, and each rule dropped at a dead end."""
+    tokens: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+    @property
+    def dead_ends(self) -> int:
+        return sum(self.dropped.values())
+
+
+def check_rules(rules) -> tuple:
+    """``rules`` as a tuple of rules, each with a ``name`` in ``RELAX_ORDER`` and an ``allowed`` method."""
+    rules = tuple(rules or ())
+    for r in rules:
+        if getattr(r, "name", None) not in RELAX_ORDER or not callable(getattr(r, "allowed", None)):
+            raise ValueError(f"{r!r} is not a rule: rules have a name in {RELAX_ORDER} and an allowed(grid, v) "
+                             f"method (engine.rules)")
+    return rules
+
+
+def rule_mask(rules, grid: np.ndarray, v: int, usable: np.ndarray, relaxed: Relaxed | None = None) -> np.ndarray:
+    """(B, V) the tokens voice ``v`` may take after ``grid`` (B, t + 1, 4): every rule's mask and ``usable``
+    (B, V), the tokens the sampler may draw at all. Where that leaves nothing, the rules are dropped one by one
+    in ``RELAX_ORDER`` for that candidate alone, each drop counted in ``relaxed``."""
+    masks = {r.name: r.allowed(grid, v) for r in rules}             # name -> (B, V)
+    ok = usable.copy()
+    for m in masks.values():
+        ok &= m
+    stuck = ~ok.any(-1)                                             # (B,)
+    for b in np.flatnonzero(stuck):
+        kept = dict(masks)
+        for name in RELAX_ORDER:
+            if name not in kept:
+                continue
+            del kept[name]
+            if relaxed is not None:
+                relaxed.dropped[name] += 1
+            row = usable[b].copy()
+            for m in kept.values():
+                row &= m[b]
+            if row.any():
+                break
+        ok[b] = row
+    if relaxed is not None:
+        relaxed.tokens += len(grid)
+    return ok
+
+
+class Guard:
+    """The rules' view of one sampling run (``sample.generate``): the pitches written so far, (B, steps, 4), kept
+    as the tokens arrive, and the mask for the next token."""
+
+    def __init__(self, rules: tuple, prompt: np.ndarray, n_steps: int, batch: int, relaxed: Relaxed | None = None):
+        if (len(prompt) - 1) % 4:
+            raise ValueError("rules read whole steps: the prompt must be BOS and whole steps of 4 tokens")
+        self.rules, self.relaxed = rules, relaxed
+        steps = (len(prompt) - 1) // 4 + n_steps
+        self.grid = np.full((batch, steps, 4), -1)
+        self.j = 0                                                   # tokens written after BOS
+        for token in prompt[1:]:
+            self.push(np.full(batch, token))
+
+    def mask(self, usable: np.ndarray) -> np.ndarray:
+        """(B, V) the tokens the rules allow next (``usable``, (V,): those the sampler may draw at all)."""
+        t, v = divmod(self.j, 4)
+        if v == 0:                                                   # the soprano: the melody, not the rules'
+            return np.broadcast_to(usable, (len(self.grid), VOCAB_SIZE)).copy()
+        return rule_mask(self.rules, self.grid[:, : t + 1], v, np.broadcast_to(usable, (len(self.grid), VOCAB_SIZE)),
+                         self.relaxed)
+
+    def push(self, tokens: np.ndarray) -> None:
+        """The next token of each candidate, (B,)."""
+        t, v = divmod(self.j, 4)
+        self.grid[:, t, v] = np.where(tokens >= N_SPECIAL, tokens - N_SPECIAL + LOWEST, -1)
+        self.j += 1
