@@ -6,12 +6,13 @@ same melody, and write one record.
     python -m scripts.rules_study --data PATH/Jsb16thSeparated.json [--workers 2] [--pieces N]
         [--out musictx_lite/pretrained/harmonise-rules.json]
 
-Each harmonisation is one line of ``<out>.jsonl`` as it finishes (a second run takes what is there and does the
-rest). The record holds, per setting, the statistics with bootstrap intervals over melodies on all the test
-melodies and on those whose tune is not a training melody's (``io.harmony.known_tunes``: the first 12 intervals),
-Bach's row on the same melodies, the seconds per melody, the dead ends per 1,000 masked tokens, and the model's
-own log-probability of its choices per added token (what the masks cost); and its provenance (command, commit,
-device, versions, date, seconds). One CPU thread per worker.
+Each harmonisation is one line of ``results/<out's name>.jsonl`` as it finishes (a second run takes what is there
+and does the rest). The record holds, per setting, the statistics with bootstrap intervals over melodies on all the
+test melodies and on those whose tune is not a training melody's (``io.harmony.known_tunes``: the first 12
+intervals), Bach's row on the same melodies, the seconds per melody, the dead ends per 1,000 masked tokens, and the
+model's own log-probability of its choices per added token (what the masks cost); and its provenance (command,
+commit, device, versions, date, seconds).
+One CPU thread per worker.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     unknown = ~np.array(H.known_tunes([p.pitches[:, 0] for p in data.train], melodies))
     refs = [H.final_chord(p.pitches)[:2] for p in pieces]
     bach = np.stack([H.piece_counts(p.pitches, H.key_of(m), r) for p, m, r in zip(pieces, melodies, refs)])
-    log = a.out.with_suffix(".jsonl")
+    log = ROOT / "results" / f"{a.out.stem}.jsonl"                   # the raw lines beside the other ledgers
     lines = [json.loads(ln) for ln in log.read_text().splitlines()] if log.is_file() else []
     done = {(r["setting"], r["seed"], r["index"]) for r in lines}
     tasks = [(name, seed, i, melodies[i].tolist(), refs[i]) for name in a.settings for seed in SETTINGS[name][-1]

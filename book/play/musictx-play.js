@@ -93,6 +93,9 @@
     return Math.ceil((n - keep) / 4) * 4;
   }
 
+  // harmonise's defaults: engine.harmonise.DEFAULT_RULES and DEFAULT_CANDIDATES (tests/book/test_rules_js.py)
+  const DEFAULTS = {rules: "none", candidates: 1};
+
   function random(seed) {                        // mulberry32: a small seeded generator (not torch's)
     let a = seed >>> 0;
     return () => {
@@ -121,7 +124,9 @@
   const i64 = (xs, dims) => new ort.Tensor("int64", BigInt64Array.from(xs, (x) => BigInt(x)), dims);
 
   /* Continue `prompt` (tokens, BOS first) by nSteps steps of 4 tokens with the model `name`
-   * ("relative" or "harmoniser"); `forced` (4 nSteps entries, -1 = free) fixes tokens, as in generate. */
+   * ("relative" or "harmoniser"); `forced` (4 nSteps entries, -1 = free) fixes tokens, as in generate.
+   * `rules` (MusictxRules) mask each sampled token, dead ends counted in the result's `relaxed`; the result's
+   * `logp` is the model's log-probability (unmasked, temperature 1) of the tokens it sampled. */
   async function generate(name, prompt, nSteps, opts = {}) {
     const {record, graphs} = await load();
     const m = record.models[name], ctx = m.context, TOK = record.tokens;
@@ -132,8 +137,8 @@
     const step = graphs[name][graphs[name].length - 1], rand = random(opts.seed ?? 0);
     const row = m.n_heads * m.head_size;                      // one position's keys (or values), all heads
     const melody = name === "harmoniser" ? [...prompt, ...forced].filter((_, i) => i % 4 === 1) : null;
-    const idx = [...prompt];
-    let start = 0, state = null;
+    const idx = [...prompt], rules = opts.rules || null, relaxed = {tokens: 0, dropped: {}};
+    let start = 0, state = null, logp = 0;
     const t0 = performance.now();
     for (let i = 0; i < 4 * nSteps; i++) {
       const s = windowStart(idx.length, start, ctx);
@@ -168,11 +173,21 @@
       state.pos += T;
       const V = out.logits.dims[2];
       const logits = out.logits.data.subarray((T - 1) * V, T * V);
-      idx.push(pick(logits, {temperature, topK, banned: record.banned, rand}));
+      let allowed = logits;
+      if (rules && (idx.length - 1) % 4 !== 0) {              // alto, tenor, bass: only what the rules allow
+        const grid = decode([...idx, 0, 0, 0], TOK).slice(0, Math.floor((idx.length - 1) / 4) + 1);
+        const usable = Array.from({length: V}, (_, k) => !record.banned.includes(k));
+        const ok = MusictxRules.ruleMask(rules, grid, (idx.length - 1) % 4, usable, relaxed);
+        allowed = Array.from(logits, (x, k) => (ok[k] ? x : -Infinity));
+      }
+      const next = pick(allowed, {temperature, topK, banned: record.banned, rand});
+      const top = Math.max(...logits);
+      logp += logits[next] - top - Math.log(logits.reduce((a, x) => a + Math.exp(x - top), 0));
+      idx.push(next);
       if (opts.onToken && i % 64 === 63) await opts.onToken(i + 1);
     }
     const seconds = (performance.now() - t0) / 1000;
-    return {tokens: idx, seconds, tokensPerSecond: (4 * nSteps) / seconds, grid: decode(idx, TOK)};
+    return {tokens: idx, seconds, tokensPerSecond: (4 * nSteps) / seconds, grid: decode(idx, TOK), logp, relaxed};
   }
 
   // -- the two tasks ------------------------------------------------------------------------------
@@ -197,7 +212,17 @@
     const melody = MusictxMelody.parse(text, {transpose: opts.transpose ?? null, maxSteps: record.max_steps});
     const forced = [];
     for (const p of melody.pitches) forced.push(p >= 0 ? p - TOK.LOWEST + TOK.N_SPECIAL : TOK.REST, -1, -1, -1);
-    const out = await generate("harmoniser", [TOK.BOS], melody.pitches.length, {...opts, forced});
+    const rules = MusictxRules.rulesFor(opts.rules ?? DEFAULTS.rules, melody.pitches);
+    const n = opts.candidates ?? DEFAULTS.candidates;
+    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new Error(`the candidates are a whole number from 1 to 16, got ${opts.candidates}`);
+    let out = null;                                           // the likeliest of n (engine.harmonise.harmonise)
+    for (let c = 0; c < n; c++) {
+      const one = await generate("harmoniser", [TOK.BOS], melody.pitches.length,
+                                 {...opts, forced, rules, seed: (opts.seed ?? 0) + c});
+      if (out === null || one.logp > out.logp) out = {...one, seconds: (out ? out.seconds : 0) + one.seconds};
+      else out.seconds += one.seconds;
+    }
+    out.tokensPerSecond = (4 * n * melody.pitches.length) / out.seconds;
     out.grid.forEach((step, t) => {                          // the melody, exactly (harmonise._checked)
       if (step[0] !== melody.pitches[t]) throw new Error(`the melody was not kept at step ${t}`);
     });
@@ -366,7 +391,7 @@
     }
   }
 
-  window.musictxPlay = {load, generate, continueChorale, harmonise, encode, decode, windowStart};
+  window.musictxPlay = {load, generate, continueChorale, harmonise, encode, decode, windowStart, DEFAULTS};
   const start = () => document.querySelectorAll(".musictx-play").forEach(mount);
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();

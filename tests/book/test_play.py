@@ -163,6 +163,41 @@ def test_harmonisation_keeps_the_melody_equals_the_package_and_is_fast(page):
     record("harmonise_16_bars_s", seconds, target="< 2", met=seconds < 2)
 
 
+# five melodies for the rules: a hymn, a minor tune, a tune in 3/4 with a pickup rest, a folk tune, 16 bars
+RULE_MELODIES = ["4/4 c'4 c' g' g' a' a' g'2 f'4 f' e' e' d' d' c'2",
+                 "4/4 a4 c' e' a' g'# a' e'2 d'4 c' b d' c'2 a2",
+                 "3/4 r2 g4 c'2 e'8 c' e'2 d'4 c'2 a4 g2 g4 c'2 e'8 c' e'2 d'8 e' g'2.",
+                 "2/4 d'8 e' f'# g' a'4 a' b'8 a' g' f'# e'4 e' d'8 e' f'# g' a'4 d'",
+                 MELODY_16]
+
+
+def test_the_pages_rules_are_the_packages_greedy_and_keep_the_rules(page):
+    """With every rule (rules "all"), greedy harmonisation in the browser equals the package's, and on five
+    melodies the page's harmonisations, sampled, have no parallel fifths or octaves (similar or contrary), no
+    crossing and no note out of range (io.harmony counts them) unless a dead end relaxed a rule."""
+    from musictx_lite.engine.harmonise import harmonise
+    from musictx_lite.io import harmony as H
+    from musictx_lite.io.melody import read_melody
+
+    melody = read_melody(MELODY_16)
+    got = page.evaluate("t => musictxPlay.harmonise(t, {topK: 1, rules: 'all'}).then(r => r.grid)", MELODY_16)
+    want = harmonise(model("harmoniser"), melody.pitches, top_k=1, rules="all")
+    assert np.array_equal(np.array(got), want)
+    for text in RULE_MELODIES:
+        r = page.evaluate("t => musictxPlay.harmonise(t, {rules: 'all', seed: 1}).then(r => ({grid: r.grid, "
+                          "dropped: r.relaxed.dropped}))", text)
+        grid, mel = np.array(r["grid"]), read_melody(text).pitches
+        c = dict(zip(H.COUNTS, H.piece_counts(grid, H.key_of(mel), (None, None))))
+        relaxed = r["dropped"]
+        if "parallels" not in relaxed:
+            assert c["fifths"] == c["octaves"] == c["contrary_fifths"] == c["contrary_octaves"] == 0, text
+        if "crossing" not in relaxed:
+            assert c["crossed"] == 0, text
+        if "range" not in relaxed:
+            assert c["outside"] == 0, text
+        assert np.array_equal(grid[:, 0], mel)
+
+
 def test_the_widget_harmonises_what_is_typed_and_reports_bad_input(page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     panel = page.locator(".musictx-play-panel").nth(1)
