@@ -464,6 +464,24 @@ def test_cli_harmonise_keeps_the_melody_and_writes_midi_and_musicxml(tmp_path, c
     assert (tmp_path / "h.xml").read_text().lstrip().startswith("<?xml")
 
 
+def test_cli_harmonise_writes_the_melodys_metre_and_upbeat(tmp_path, capsys):
+    """A tune in 3/4 with a quarter-note upbeat: the MIDI file says 3/4 and its first notes sound on the third
+    beat of bar 1, so its barlines are the tune's; the MusicXML has an upbeat bar (number 0) and three beats."""
+    import pretty_midi
+
+    abc = tmp_path / "tune.abc"
+    abc.write_text("X:1\nT:upbeat\nM:3/4\nL:1/4\nK:G\nD | G2 B | d2 B | A2 F | G2 |]\n")
+    main(["harmonise", str(abc), "--out", str(tmp_path / "h.mid"), "--musicxml", str(tmp_path / "h.xml")])
+    pm = pretty_midi.PrettyMIDI(str(tmp_path / "h.mid"))
+    ts = pm.time_signature_changes
+    assert [(t.numerator, t.denominator) for t in ts] == [(3, 4)]
+    quarter = 60 / pm.get_tempo_changes()[1][0]
+    assert min(n.start for i in pm.instruments for n in i.notes) == pytest.approx(2 * quarter)
+    xml = (tmp_path / "h.xml").read_text()
+    assert "<beats>3</beats>" in xml and 'number="0"' in xml
+    capsys.readouterr()
+
+
 def test_cli_harmonise_with_the_shipped_encoder_decoder_keeps_the_melody(tmp_path, capsys):
     from musictx_lite.io.melody import read_melody
 

@@ -29,12 +29,12 @@ def add_harmonise(sub, o) -> argparse.ArgumentParser:
     h.add_argument("--temperature", type=positive_float, default=1.0, help="softmax temperature (default 1.0)")
     h.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest tokens")
     h.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
-    h.add_argument("--rules", choices=RULE_SETS, default=DEFAULT_RULES,
+    h.add_argument("--rules", choices=RULE_SETS, default="default",
                    help="the rules applied while sampling (chapter 12): all (voice ranges, no crossing, no parallel "
                         "fifths or octaves, spacing, the melody's key, a cadence on its last note), four (the first "
-                        f"four), none (plain sampling; default {DEFAULT_RULES})")
+                        f"four), none (plain sampling); default {DEFAULT_RULES} (none for coconet)")
     h.add_argument("--no-rules", dest="rules", action="store_const", const="none", help="the same as --rules none")
-    h.add_argument("--candidates", type=positive_int, default=DEFAULT_CANDIDATES,
+    h.add_argument("--candidates", type=positive_int, default=None,
                    help=f"draw N harmonisations and keep the one the model finds likeliest (default "
                         f"{DEFAULT_CANDIDATES}; not for coconet)")
     h.add_argument("--track", type=nonnegative_int, default=None, help="the melody's track in a MIDI file")
@@ -63,17 +63,18 @@ def run_harmonise(a: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     info = {}
     grid = harmonise(model, melody.pitches, a.temperature, a.seed, a.top_k, rules=a.rules, candidates=a.candidates,
-                     info=info)
+                     info=info, metre=melody.metre, pickup=melody.pickup)
     seconds = time.perf_counter() - t0
     onsets = grid_onsets(grid, melody.onsets)                        # the melody's repeated notes restruck
-    path = write_midi(grid, a.out, onsets)
+    metre = melody.metre or "4/4"                                   # the melody's metre and upbeat, kept
+    path = write_midi(grid, a.out, onsets, metre=metre, pickup=melody.pickup)
     print(f"wrote {path}: {len(grid)} steps harmonised by the shipped {METHODS[a.method]} model "
-          f"({a.method}) in {seconds:.2f} s, T = {a.temperature}, seed {a.seed}, rules {a.rules}"
-          + (f", the likeliest of {a.candidates}" if a.candidates > 1 else "")
+          f"({a.method}) in {seconds:.2f} s, T = {a.temperature}, seed {a.seed}, rules {info.get('rules', 'none')}"
+          + (f", the likeliest of {len(info['logp'])}" if len(info.get("logp", [])) > 1 else "")
           + (f"; {info['dead_ends']} dead end(s), rules relaxed: {', '.join(info['dropped'])}"
              if info.get("dead_ends") else ""))
     if a.musicxml is not None:
         from ..io.score import to_musicxml
 
-        to_musicxml(grid, onsets, a.musicxml, title="harmonised by musictx-lite")
+        to_musicxml(grid, onsets, a.musicxml, title="harmonised by musictx-lite", metre=metre, pickup=melody.pickup)
         print(f"wrote {a.musicxml}")

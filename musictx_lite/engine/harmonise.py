@@ -32,41 +32,46 @@ def melody_tokens(melody: np.ndarray) -> np.ndarray:
     return encode(grid)[1::4]
 
 
-# the rules harmonise applies, by name: all of them (the four of four-part writing, the key, the cadence), the four
-# alone, or none (plain sampling); and the defaults of harmonise, the command line and the Play page
+# the rules harmonise applies, by name: all of them (the four of voice leading, complete chords on the beats, the
+# key, the cadence), the four alone, or none (plain sampling); and the defaults of harmonise, the command line and
+# the Play page for the samplers that draw one token at a time (Gibbs sampling takes neither)
 RULE_SETS = ("all", "four", "none")
 DEFAULT_RULES, DEFAULT_CANDIDATES = "none", 1
 
 
-def rules_for(rules, melody: np.ndarray) -> tuple | None:
-    """The rules that ``rules`` names for ``melody``: "all" (``harmony_rules``), "four" (``HARMONY``), "none" or
-    None (no rules), or a sequence of rules, taken as it is."""
+def rules_for(rules, melody: np.ndarray, metre: str | None = None, pickup: int = 0) -> tuple | None:
+    """The rules that ``rules`` names for ``melody`` (in ``metre``, ``pickup`` steps before its first barline):
+    "all" (``harmony_rules``), "four" (``HARMONY``), "none" or None (no rules), or a sequence of rules, as it is."""
     if rules is None or rules == "none":
         return None
     if isinstance(rules, str):
         if rules not in RULE_SETS:
             raise ValueError(f"rules must be one of {', '.join(RULE_SETS)} (or a list of rules), got {rules!r}")
-        return harmony_rules(melody) if rules == "all" else HARMONY
+        return harmony_rules(melody, metre=metre, pickup=pickup) if rules == "all" else HARMONY
     return tuple(rules)
 
 
 def harmonise(model: nn.Module, melody: np.ndarray, temperature: float = 1.0, seed: int | None = 0,
-              top_k: int | None = None, n_iter: int = 64, rules=DEFAULT_RULES, candidates: int = DEFAULT_CANDIDATES,
-              info: dict | None = None) -> np.ndarray:
+              top_k: int | None = None, n_iter: int = 64, rules="default", candidates: int | None = None,
+              info: dict | None = None, metre: str | None = None, pickup: int = 0) -> np.ndarray:
     """Alto, tenor and bass under ``melody`` (steps,) MIDI pitches: the (steps, 4) grid, its soprano the
     melody as given. A Coconet model (``models.coconet``) draws them by Gibbs sampling in ``n_iter`` steps;
-    the others, one token at a time: then ``rules`` (``rules_for``: "all", "four", "none") mask what each token may be,
-    and ``candidates`` harmonisations are drawn as one batch, the one the model finds likeliest kept (the sum
-    of its alto, tenor and bass log-probabilities, unmasked, at temperature 1). ``info``, a dict, receives
-    what happened: each candidate's log-probability, the one chosen, the tokens masked and the dead ends."""
+    the others, one token at a time: then ``rules`` ("all", "four", "none", a list of rules: ``rules_for``;
+    "default": ``DEFAULT_RULES``) mask what each token may be, and ``candidates`` harmonisations (None:
+    ``DEFAULT_CANDIDATES``) are drawn as one batch, the one the model finds likeliest kept (the sum of its alto,
+    tenor and bass log-probabilities, unmasked, at temperature 1). ``info``, a dict, receives what happened: each
+    candidate's log-probability, the one chosen, the tokens masked and the dead ends. ``metre`` and ``pickup``
+    (``io.melody.Melody``'s) place the beats on which the rules ask for complete chords."""
     soprano = melody_tokens(melody)
-    rules = rules_for(rules, melody)
     if model.task is INFILL:
-        if top_k is not None or rules or candidates != 1:
+        if top_k is not None or rules not in ("default", None, "none") or candidates not in (None, 1):
             raise ValueError("top_k, rules and candidates are for the samplers that draw one token at a time; "
                              "Gibbs sampling has none of them")
         tokens = gibbs_harmonise(model, soprano, n_iter, temperature, seed)
         return _checked(decode(tokens), melody)
+    named = DEFAULT_RULES if rules == "default" else rules
+    rules = rules_for(named, melody, metre, pickup)
+    candidates = DEFAULT_CANDIDATES if candidates is None else candidates
     if not (isinstance(candidates, int) and candidates >= 1):
         raise ValueError(f"candidates must be a whole number >= 1, got {candidates!r}")
     forced = np.full(4 * len(soprano), -1)
@@ -79,8 +84,9 @@ def harmonise(model: nn.Module, melody: np.ndarray, temperature: float = 1.0, se
     if candidates > 1:
         tokens = tokens[best]
     if info is not None:
+        name = (named or "none") if isinstance(named, str) or named is None else "custom"
         info.update(logp=logp.tolist(), chosen=best, masked=relaxed.tokens, dead_ends=relaxed.dead_ends,
-                    dropped=dict(relaxed.dropped))
+                    dropped=dict(relaxed.dropped), rules=name)
     return _checked(decode(tokens), melody)
 
 

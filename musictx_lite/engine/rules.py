@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..io.harmony import key_of, scale
-from ..io.midi import notes_of
+from ..io.midi import beat_steps, notes_of
 from ..io.stats import FIFTH, OCTAVE, RANGES, complete_chord
 from ..io.tokens import LOWEST, N_SPECIAL, REST, VOCAB_SIZE
 
@@ -175,17 +175,18 @@ class InKey:
 
 
 class CompleteChord:
-    """On each quarter-note beat (step ``offset`` + 4k), the bass completes a triad or a seventh chord with the
-    soprano, alto and tenor (``io.stats.complete_chord``) where some pitch class can; elsewhere it is free."""
+    """On each beat (step ``offset`` + ``every`` k: quarter notes from step 0 by default), the bass completes a
+    triad or a seventh chord with the soprano, alto and tenor (``io.stats.complete_chord``) where some pitch class
+    can; elsewhere it is free."""
     name = "chord"
 
-    def __init__(self, offset: int = 0):
-        self.offset = offset
+    def __init__(self, offset: int = 0, every: int = 4):
+        self.offset, self.every = offset, every
 
     def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
         ok = np.ones((len(grid), VOCAB_SIZE), bool)
         t = grid.shape[1] - 1
-        if v != 3 or (t - self.offset) % 4:
+        if v != 3 or (t - self.offset) % self.every:
             return ok
         for b, upper in enumerate(grid[:, -1, :3]):
             if (upper < 0).any():
@@ -201,11 +202,12 @@ RELAX_ORDER = ("chord", "spacing", "key", "parallels", "crossing", "cadence", "r
 
 
 def harmony_rules(melody: np.ndarray, key: tuple[int, str] | None = None, cadence: bool = True,
-                  in_key: bool = True, chords: bool = True) -> tuple:
-    """Every rule for harmonising ``melody``: ``HARMONY``, complete chords on the beats (``CompleteChord``), the
-    key (``key``: (tonic, mode), by default the melody's, ``io.harmony.key_of``) and the final chord
-    (``Cadence``)."""
-    rules, key = list(HARMONY) + ([CompleteChord()] if chords else []), key or key_of(melody)
+                  in_key: bool = True, chords: bool = True, metre: str | None = None, pickup: int = 0) -> tuple:
+    """Every rule for harmonising ``melody``: ``HARMONY``, complete chords on the beats of its ``metre`` (4/4 by
+    default; ``pickup``: the steps before its first barline) (``CompleteChord``), the key (``key``: (tonic, mode),
+    by default the melody's, ``io.harmony.key_of``) and the final chord (``Cadence``)."""
+    every = beat_steps(metre or "4/4")
+    rules, key = list(HARMONY) + ([CompleteChord(pickup % every, every)] if chords else []), key or key_of(melody)
     start = final_note(melody)[0]
     if in_key:
         rules.append(InKey(*key, until=start if cadence else None))

@@ -125,9 +125,11 @@ def contrary_parallels(grid: np.ndarray) -> dict[str, int]:
 
 
 def piece_counts(grid: np.ndarray, key: tuple[int, str], reference: tuple[int | None, str | None],
-                 start: int = 0) -> np.ndarray:
+                 start: int = 0, every: int = 4) -> np.ndarray:
     """(len(COUNTS),) the counts of one harmonisation: ``key`` (tonic, mode) for the notes outside it,
-    ``reference`` (root, quality) for its final chord; step t of the grid is step start + t of its piece."""
+    ``reference`` (root, quality) for its final chord; step t of the grid is step start + t of its piece, and a
+    beat falls where start + t is a multiple of ``every`` (``io.midi.beat_steps``: 4 in 4/4 and 3/4, 6 in 6/8;
+    a melody with an upbeat of p steps: start = -p)."""
     g = np.asarray(grid, dtype=np.int64)
     par, con = parallels(g), contrary_parallels(g)
     crossed, pairs = crossings(g)
@@ -136,7 +138,7 @@ def piece_counts(grid: np.ndarray, key: tuple[int, str], reference: tuple[int | 
     added = [(ranges[v], voices[v]) for v in (1, 2, 3)]                 # alto, tenor, bass: (range, notes)
     outside = sum(not lo <= p <= hi for (lo, hi), notes in added for *_, p in notes)
     off_key = sum(p % 12 not in in_key for _, notes in added for *_, p in notes)
-    beats = g[(start + np.arange(len(g))) % 4 == 0]
+    beats = g[(start + np.arange(len(g))) % every == 0]
     full = beats[(beats >= 0).all(1)]
     root, quality, complete = final_chord(g)
     complete = complete and quality in ("major", "minor")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .midi import STEPS_PER_QUARTER, note_name, open_midi
+from .midi import STEPS_PER_QUARTER, bar_steps, note_name, open_midi
 
 SOPRANO = (60, 81)            # the lowest and highest soprano notes of the official split's training chorales
 MAX_STEPS = 64 * 16           # 64 bars of 4/4: the longest melody harmonised in one call
@@ -30,7 +30,7 @@ class MelodyError(ValueError):
 
 @dataclass
 class Note:
-    start: Fraction             # in quarter notes from the start
+    start: Fraction             # in quarter notes from the start of the first bar (before an upbeat: a whole bar)
     end: Fraction
     pitch: int
 
@@ -45,6 +45,7 @@ class Melody:
     shift: int = 0
     metre: str | None = None
     log: list[str] = field(default_factory=list)
+    pickup: int = 0             # the 16th steps before the first barline (an upbeat), in ``metre`` (4/4 if None)
 
 
 def _q(x) -> Fraction:
@@ -88,6 +89,8 @@ def notes_from_music21(source: str, what: str) -> tuple[list[Note], str | None]:
     parts = getattr(score, "parts", None)
     part = parts[0] if parts else score
     flat = part.flatten()
+    measures = part.getElementsByClass("Measure")
+    pad = _q(measures[0].paddingLeft) if measures else Fraction(0)  # an upbeat bar: its missing start
     notes = []
     for el in flat.notesAndRests:
         if el.duration.isGrace:
@@ -99,6 +102,7 @@ def notes_from_music21(source: str, what: str) -> tuple[list[Note], str | None]:
         if el.isChord:
             raise MelodyError(f"a chord ({' '.join(p.nameWithOctave for p in el.pitches)}) at quarter "
                               f"{float(start):g}: a melody is one line, one note at a time")
+        start += pad                                              # from here on, 0 is a barline
         end, pitch = start + _q(el.quarterLength), int(el.pitch.midi)
         tied = el.tie is not None and el.tie.type in ("continue", "stop")
         if tied and notes and notes[-1].pitch == pitch and notes[-1].end == start:
@@ -217,4 +221,7 @@ def read_melody(source: str | os.PathLike, track: int | None = None, transpose: 
     if metre not in (None, "4/4"):
         log.append(f"its metre is {metre}; the chorales the harmoniser learnt from are in 4/4, and it reads the "
                    "melody step by step, so its bar lines are not the model's: expect cadences out of place")
-    return Melody(pitches, onsets, shift, metre, log)
+    bar = Fraction(bar_steps(metre or "4/4"), STEPS_PER_QUARTER)         # quarters; read_notes' 0 is a barline
+    into = notes[0].start % bar
+    pickup = round((bar - into) * STEPS_PER_QUARTER) % round(bar * STEPS_PER_QUARTER) if into else 0
+    return Melody(pitches, onsets, shift, metre, log, pickup)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,22 @@ from .tokens import VOICES
 TEMPO = 90.0            # quarter notes per minute
 STEPS_PER_QUARTER = 4
 PROGRAM = 19            # General MIDI church organ
+
+
+def bar_steps(metre: str = "4/4") -> int:
+    """16th steps in a bar of ``metre`` ("3/4": 12, "6/8": 12, "2/2": 16), or a ValueError."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(metre))
+    if not m or int(m.group(2)) not in (1, 2, 4, 8, 16) or not 1 <= int(m.group(1)) <= 32:
+        raise ValueError(f"a metre is N/D with D 1, 2, 4, 8 or 16 (\"3/4\", \"6/8\"), got {metre!r}")
+    return int(m.group(1)) * 16 // int(m.group(2))
+
+
+def beat_steps(metre: str = "4/4") -> int:
+    """16th steps in a beat of ``metre``: a quarter in 2/4, 3/4, 4/4; a dotted quarter in 6/8, 9/8, 12/8 (compound
+    metres); a half in 2/2 and 3/2."""
+    bar_steps(metre)                                                # a bad metre fails here
+    num, den = (int(x) for x in metre.split("/"))
+    return 6 if den == 8 and num % 3 == 0 else max(16 // den, 1)
 
 
 def notes_of(pitches: np.ndarray, onsets: np.ndarray | None = None) -> list[list[tuple[int, int, int]]]:
@@ -43,15 +60,26 @@ def notes_of(pitches: np.ndarray, onsets: np.ndarray | None = None) -> list[list
 
 
 def grid_to_midi(pitches: np.ndarray, onsets: np.ndarray | None = None, tempo: float = TEMPO,
-                 program: int = PROGRAM):
-    """Pitch grid -> ``pretty_midi.PrettyMIDI`` with one instrument per voice."""
+                 program: int = PROGRAM, metre: str | None = None, pickup: int = 0):
+    """Pitch grid -> ``pretty_midi.PrettyMIDI`` with one instrument per voice. With ``metre`` ("3/4"), the file
+    has that time signature, and a ``pickup`` (the 16th steps before the first barline) starts late in bar 1,
+    so that the file's barlines fall where the music's do."""
     pretty_midi = _pretty_midi()
 
     step = 60.0 / tempo / STEPS_PER_QUARTER    # seconds per 16th
     pm = pretty_midi.PrettyMIDI(initial_tempo=tempo)
+    lead = 0
+    if metre is not None:
+        bar = bar_steps(metre)
+        num, den = (int(x) for x in metre.split("/"))
+        if not 0 <= pickup < bar:
+            raise ValueError(f"pickup is 0 to {bar - 1} 16th steps in {metre}, got {pickup}")
+        lead = (bar - pickup) % bar                                 # the rest before an upbeat
+        pm.time_signature_changes.append(pretty_midi.TimeSignature(num, den, 0.0))
     for name, notes in zip(VOICES, notes_of(pitches, onsets)):
         inst = pretty_midi.Instrument(program=program, name=name)
-        inst.notes = [pretty_midi.Note(velocity=80, pitch=p, start=s * step, end=e * step) for s, e, p in notes]
+        inst.notes = [pretty_midi.Note(velocity=80, pitch=p, start=(s + lead) * step, end=(e + lead) * step)
+                      for s, e, p in notes]
         pm.instruments.append(inst)
     return pm
 
@@ -108,9 +136,10 @@ def read_midi(path: str | os.PathLike) -> np.ndarray:
 
 
 def write_midi(pitches: np.ndarray, path: str | os.PathLike, onsets: np.ndarray | None = None,
-               tempo: float = TEMPO) -> Path:
-    """Write a pitch grid as a MIDI file (atomically: no half-written file on error)."""
-    return atomic_write(path, grid_to_midi(pitches, onsets, tempo).write)
+               tempo: float = TEMPO, metre: str | None = None, pickup: int = 0) -> Path:
+    """Write a pitch grid as a MIDI file (atomically: no half-written file on error); ``metre`` and ``pickup``
+    as in ``grid_to_midi``."""
+    return atomic_write(path, grid_to_midi(pitches, onsets, tempo, metre=metre, pickup=pickup).write)
 
 
 def note_name(pitch: int) -> str:

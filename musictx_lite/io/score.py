@@ -4,7 +4,7 @@ Notebooks: every chapter that shows chorales, prompts or generated music (from
 notebooks/00_music_as_tokens.ipynb on).
 
 A grid (steps, 4), S A T B, MIDI numbers on a 16th-note grid, -1 rest (see
-``midi.py``), becomes a score in 4/4 on two staves: soprano and alto on a treble
+``midi.py``), becomes a score in 4/4 (or the ``metre`` given) on two staves: soprano and alto on a treble
 staff (stems up, down), tenor and bass on a bass staff (stems up, down). music21
 builds the score and writes MusicXML; verovio engraves it as SVG. The key
 signature and the spelling of black keys (F# or Gb) are guessed from the notes:
@@ -24,10 +24,12 @@ import numpy as np
 
 from ..files import atomic_write
 from .audio import download_link
-from .midi import STEPS_PER_QUARTER, notes_of
+from .midi import STEPS_PER_QUARTER, bar_steps, notes_of
 from .tokens import VOICES
 
 STEPS_PER_BAR = 4 * STEPS_PER_QUARTER        # 4/4
+
+
 STEMS = ("up", "down", "up", "down")         # S A T B
 MUSICXML_MIME = "application/vnd.recordare.musicxml+xml"
 
@@ -48,12 +50,13 @@ def _verovio():
     return verovio
 
 
-def _checked(pitches: np.ndarray, onsets: np.ndarray | None, pickup: int = 0
+def _checked(pitches: np.ndarray, onsets: np.ndarray | None, pickup: int = 0, metre: str = "4/4"
              ) -> tuple[np.ndarray, np.ndarray | None]:
     """The grid (and onsets) as arrays, or a ValueError that says what is wrong."""
-    if not isinstance(pickup, (int, np.integer)) or not 0 <= pickup < STEPS_PER_BAR:
+    bar = bar_steps(metre)
+    if not isinstance(pickup, (int, np.integer)) or not 0 <= pickup < bar:
         raise ValueError(f"pickup is the number of 16th steps before the first barline, "
-                         f"0 to {STEPS_PER_BAR - 1}; got {pickup!r}")
+                         f"0 to {bar - 1}; got {pickup!r}")
     # torch tensors, on any device, as numpy arrays
     pitches, onsets = (x.detach().cpu().numpy() if hasattr(x, "detach") else x for x in (pitches, onsets))
     pitches = np.asarray(pitches)
@@ -101,14 +104,15 @@ def _key(pitches: np.ndarray):
     return hist.analyze("key")
 
 
-def _voice_measures(notes: list[tuple[int, int, int]], n_steps: int, stem: str, centre: float, pad: int):
-    """One voice's notes (start, end, pitch) -> music21 measures, 4/4, tied across barlines.
+def _voice_measures(notes: list[tuple[int, int, int]], n_steps: int, stem: str, centre: float, pad: int,
+                    metre: str = "4/4"):
+    """One voice's notes (start, end, pitch) -> music21 measures in ``metre``, tied across barlines.
 
     The grid starts ``pad`` steps into bar 1: bar 1 is then an upbeat bar, numbered 0.
     """
     m21 = _music21()
     s = m21.stream.Stream()
-    s.insert(0, m21.meter.TimeSignature("4/4"))
+    s.insert(0, m21.meter.TimeSignature(metre))
     if pad:                                          # a rest of its own, removed below
         s.insert(0, m21.note.Rest(quarterLength=pad / STEPS_PER_QUARTER))
     t = pad
@@ -167,20 +171,21 @@ def _accidentals(staff, sharps: int) -> None:
 
 
 def to_stream(pitches: np.ndarray, onsets: np.ndarray | None = None, title: str | None = None, *,
-              pickup: int = 0):
+              pickup: int = 0, metre: str = "4/4"):
     """A pitch grid as a ``music21.stream.Score``: two staves (S+A treble, T+B bass), two voices each.
 
     Notes come from :func:`musictx_lite.io.music.notes_of` (held notes and re-strikes as in ``play``);
-    4/4 with 16 steps a bar, the last bar filled with rests, notes over barlines tied. ``pickup``:
-    the steps before the first barline (an upbeat bar, numbered 0), 0 to 15.
+    ``metre`` (4/4: 16 steps a bar), the last bar filled with rests, notes over barlines tied. ``pickup``:
+    the steps before the first barline (an upbeat bar, numbered 0), 0 to a bar less one step.
     """
     m21 = _music21()
-    pitches, onsets = _checked(pitches, onsets, pickup)
-    pad = (STEPS_PER_BAR - pickup) % STEPS_PER_BAR                   # the upbeat bar's missing start
-    n_steps = -(-(pad + len(pitches)) // STEPS_PER_BAR) * STEPS_PER_BAR   # whole bars
+    pitches, onsets = _checked(pitches, onsets, pickup, metre)
+    bar = bar_steps(metre)
+    pad = (bar - pickup) % bar                                       # the upbeat bar's missing start
+    n_steps = -(-(pad + len(pitches)) // bar) * bar                  # whole bars
     k = _key(pitches)
     centre = k.sharps + (3.5 if k.mode == "minor" else 2.5)          # middle of the key's fifths, leaning sharp
-    voices = [_voice_measures(notes, n_steps, stem, centre, pad)
+    voices = [_voice_measures(notes, n_steps, stem, centre, pad, metre)
               for notes, stem in zip(notes_of(pitches, onsets), STEMS)]
 
     score = m21.stream.Score()
@@ -198,7 +203,7 @@ def to_stream(pitches: np.ndarray, onsets: np.ndarray | None = None, title: str 
             if i == 0:
                 m.insert(0, clef)
                 m.insert(0, m21.key.KeySignature(k.sharps))
-                m.insert(0, m21.meter.TimeSignature("4/4"))
+                m.insert(0, m21.meter.TimeSignature(metre))
             for vid, src in (("1", mu), ("2", ml)):
                 v = m21.stream.Voice(id=vid)
                 for n in src.notesAndRests:
@@ -222,9 +227,9 @@ def _xml(score) -> str:
 
 
 def to_musicxml(pitches: np.ndarray, onsets: np.ndarray | None = None, path: str | os.PathLike | None = None,
-                title: str | None = None, *, pickup: int = 0) -> str:
+                title: str | None = None, *, pickup: int = 0, metre: str = "4/4") -> str:
     """A pitch grid as MusicXML text (see :func:`to_stream`); also written to ``path`` (atomically) if given."""
-    text = _xml(to_stream(pitches, onsets, title, pickup=pickup))
+    text = _xml(to_stream(pitches, onsets, title, pickup=pickup, metre=metre))
     if path is not None:
         atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return text

@@ -140,3 +140,16 @@ def test_a_chord_in_a_score_is_refused_and_a_triplet_quantised_with_a_word(tmp_p
 def test_another_metre_is_read_and_said():
     m = read_melody("3/4 c'4 d' e' f'2.")
     assert m.metre == "3/4" and any("its metre is 3/4" in line for line in m.log)
+
+
+def test_an_upbeat_is_read_from_leading_rests_an_abc_upbeat_and_a_midi_file(tmp_path):
+    """The steps before the first barline: a quarter in 3/4 after two beats of rest, an eighth in 2/4, none
+    when the melody starts on the barline; an ABC tune's upbeat bar; a MIDI file whose notes begin late in bar 1."""
+    assert read_melody("3/4 r2 g4 c'2 e'4 d'2.").pickup == 4
+    assert read_melody("2/4 r4 r8 d'8 g'4 a'").pickup == 2
+    assert read_melody("3/4 c'4 d' e' f'2.").pickup == 0
+    abc = tmp_path / "upbeat.abc"
+    abc.write_text("X:1\nT:upbeat\nM:3/4\nL:1/4\nK:G\nD | G2 B | d2 B | A2 G | G2 |]\n")
+    m = read_melody(abc)
+    assert (m.metre, m.pickup, len(m.pitches)) == ("3/4", 4, 4 + 3 * 12 + 8)
+    assert read_melody(_midi(tmp_path / "late.mid", [(3.0, 4.0, 67), (4.0, 6.0, 72)])).pickup == 4   # 4/4
