@@ -67,6 +67,37 @@ def job(task: tuple) -> dict:
             "dead_ends": info["dead_ends"], "dropped": info["dropped"]}
 
 
+def folk(candidates: int, seeds=(0, 1, 2)) -> list[dict]:
+    """Chapter 12's eight tunes from outside the corpus (``study.chapter12.folk_tunes``), each harmonised by the
+    shipped decoder with every rule and the best of ``candidates``, in its own metre and upbeat: where each
+    harmonisation ends (the final chord's root against the tune's key, complete or not) and its counts."""
+    import torch
+
+    from musictx_lite.engine.harmonise import harmonise
+    from musictx_lite.io import harmony as H
+    from musictx_lite.io.midi import beat_steps
+    from musictx_lite.study.chapter12 import folk_tunes
+    from musictx_lite.study.hub import pretrained
+
+    torch.set_num_threads(1)
+    model, out = pretrained("relative", device="cpu"), []
+    for number, title, m in folk_tunes():
+        key = H.key_of(m.pitches)
+        for seed in seeds:
+            info = {}
+            grid = harmonise(model, m.pitches, seed=seed, rules="all", candidates=candidates, info=info,
+                             metre=m.metre, pickup=m.pickup)
+            root, quality, complete = H.final_chord(grid)
+            degree = (root - key[0]) % 12 if root is not None else None
+            ends = {0: "on the tonic", 7: "a half cadence, on the dominant"}.get(degree, f"on degree +{degree}")
+            out.append({"number": number, "title": title, "metre": m.metre, "pickup": m.pickup, "seed": seed,
+                        "key": list(key), "final": [root, quality, complete], "ends": ends,
+                        "dead_ends": info["dead_ends"],
+                        "counts": H.piece_counts(grid, key, (key[0], None), -m.pickup,
+                                                 beat_steps(m.metre or "4/4")).tolist()})
+    return out
+
+
 def summarise(lines: list[dict], bach: np.ndarray, unknown: np.ndarray) -> dict:
     from musictx_lite.io import harmony as H
 
@@ -102,6 +133,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pieces", type=int, default=None, help="the first N test melodies only (a quick check)")
     ap.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--note", default=None, help="a line of provenance stored in the record")
+    ap.add_argument("--folk", type=int, default=None, metavar="N",
+                    help="also harmonise chapter 12's eight folk tunes with every rule and the best of N")
     a = ap.parse_args(argv)
     commit, start = git_commit(), time.time()
     data = load_jsb(a.data)
@@ -129,7 +163,13 @@ def main(argv=None) -> int:
            "unknown_tunes": int(unknown.sum()), "known_rule": "the first 12 intervals open a training melody",
            "settings": {k: dict(zip(("model", "temperature", "rules", "candidates", "seeds"), v))
                         for k, v in SETTINGS.items()},
-           "rows": summarise(lines, bach, unknown)}
+           "rows": summarise(lines, bach, unknown),
+           "bach_final": {"melodies": len(pieces), "root_is_last_note": int(sum(
+               H.final_chord(p.pitches)[0] == m[m >= 0][-1] % 12 for p, m in zip(pieces, melodies)))}}
+    if a.note:
+        rec["note"] = a.note
+    if a.folk is not None:
+        rec["folk"] = folk(a.folk)
     atomic_write(a.out, lambda tmp: Path(tmp).write_text(json.dumps(rec, indent=1) + "\n"))
     print(H.format_rows({k: v["unknown tunes"] for k, v in rec["rows"].items()}))
     print(f"wrote {a.out}")

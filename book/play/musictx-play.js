@@ -94,7 +94,7 @@
   }
 
   // harmonise's defaults: engine.harmonise.DEFAULT_RULES and DEFAULT_CANDIDATES (tests/book/test_rules_js.py)
-  const DEFAULTS = {rules: "none", candidates: 1};
+  const DEFAULTS = {rules: "all", candidates: 1};
 
   function random(seed) {                        // mulberry32: a small seeded generator (not torch's)
     let a = seed >>> 0;

@@ -106,20 +106,26 @@
     }};
   };
   const cadence = (melody, key, picardy = true) => {
-    const [start, end, p] = finalNote(melody), root = p % 12, minor = (root + 3) % 12;
+    const [start, end, p] = finalNote(melody), lastPc = p % 12;
+    const root = key && key[1] === "major" && lastPc === (key[0] + 4) % 12 ? key[0] : lastPc, minor = (root + 3) % 12;
     const inKeyPcs = key ? scale(...key) : new Set([minor]);
-    const thirds = [(root + 4) % 12, ...(!picardy && inKeyPcs.has(minor) ? [minor] : [])], fifth = (root + 7) % 12;
+    const thirds = [(root + 4) % 12, ...(!picardy && inKeyPcs.has(minor) ? [minor] : [])];
+    const chords = thirds.map((third) => new Set([root, third, (root + 7) % 12]));
     return {name: "cadence", start, end, root, thirds, allowed(grid, v, V) {
       const t = grid.length - 1;
       if (t < start || t > end) return new Array(V).fill(true);
       if (t > start) return mask(V, (k) => pitch(k) === grid[t - 1][v] && isPitch(k));   // the final chord is held
       const pc = (k) => mod(pitch(k), 12);
-      if (v === 1) return mask(V, (k) => isPitch(k) && (thirds.includes(pc(k)) || pc(k) === fifth));
-      if (v === 2) {
-        const need = thirds.includes(mod(last(grid)[1], 12)) ? fifth : -1;
-        return mask(V, (k) => isPitch(k) && (pc(k) === need || (need < 0 && thirds.includes(pc(k)))));
+      if (v === 3) return mask(V, (k) => isPitch(k) && pc(k) === root);
+      const written = new Set(last(grid).slice(0, v).filter((x) => x >= 0).map((x) => x % 12));
+      const fits = new Set();
+      for (let x = 0; x < 12; x++) {
+        for (const chord of chords) {
+          const left = [...chord].filter((c) => !written.has(c) && c !== x && c !== root);
+          if ([...written].every((w) => chord.has(w)) && chord.has(x) && left.length <= 2 - v) fits.add(x);
+        }
       }
-      return mask(V, (k) => isPitch(k) && pc(k) === root);
+      return mask(V, (k) => isPitch(k) && fits.has(pc(k)));
     }};
   };
 

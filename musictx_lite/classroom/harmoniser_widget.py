@@ -45,7 +45,7 @@ def harmonise_tune(model: nn.Module, tune: str, temperature: float = 1.0,
     ``melody.pitches``. A melody that cannot be harmonised raises ``MelodyError``, with a one-line message."""
     _check_harmoniser(model)
     melody = read_melody(_tiny(tune))
-    grid = harmonise(model, melody.pitches, temperature, seed)
+    grid = harmonise(model, melody.pitches, temperature, seed, metre=melody.metre, pickup=melody.pickup)
     return grid, grid_onsets(grid, melody.onsets), melody
 
 

@@ -33,6 +33,10 @@ def add_bench(sub, o) -> argparse.ArgumentParser:
                    help="attention: time and memory per length; sample: tokens/s with and without the cache; "
                         "harmonise: seconds to harmonise a melody of --bars bars (chapter 12)")
     c.add_argument("--bars", type=positive_int, default=16, help="harmonise: bars of the melody (default 16)")
+    c.add_argument("--rules", choices=("all", "four", "none"), default="default",
+                   help="harmonise: the rules applied while sampling (default: harmonise's)")
+    c.add_argument("--candidates", type=positive_int, default=None,
+                   help="harmonise: harmonisations drawn, the likeliest kept (default: harmonise's)")
     c.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["learned-positions", "relative", "local"],
                    metavar="NAME", help="sample: models to time (default learned-positions relative local)")
     c.add_argument("--tokens", type=_number(int, lambda v: v > 0 and v % 4 == 0, "a positive multiple of 4"),
@@ -90,7 +94,8 @@ def run_bench(a: argparse.Namespace) -> None:
     if a.what == "harmonise":                          # chapter 12: seconds per melody of --bars bars
         from ..study.bench import bench_harmonise, format_harmonise
 
-        rows = bench_harmonise(bars=a.bars, profile=a.profile, device=a.device, repeats=a.repeats)
+        rows = bench_harmonise(bars=a.bars, profile=a.profile, device=a.device, repeats=a.repeats, rules=a.rules,
+                               candidates=a.candidates)
         print(f"harmonising, profile {a.profile} sizes, device={a.device}, torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads")
         print(format_harmonise(rows))

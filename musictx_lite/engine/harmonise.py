@@ -36,7 +36,7 @@ def melody_tokens(melody: np.ndarray) -> np.ndarray:
 # key, the cadence), the four alone, or none (plain sampling); and the defaults of harmonise, the command line and
 # the Play page for the samplers that draw one token at a time (Gibbs sampling takes neither)
 RULE_SETS = ("all", "four", "none")
-DEFAULT_RULES, DEFAULT_CANDIDATES = "none", 1
+DEFAULT_RULES, DEFAULT_CANDIDATES = "all", 1       # chosen by chapter 12's study (scripts/rules_study.py)
 
 
 def rules_for(rules, melody: np.ndarray, metre: str | None = None, pickup: int = 0) -> tuple | None:

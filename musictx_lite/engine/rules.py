@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,6 +44,13 @@ from ..io.tokens import LOWEST, N_SPECIAL, REST, VOCAB_SIZE
 
 PITCHES = np.arange(VOCAB_SIZE) - N_SPECIAL + LOWEST              # (V,): the pitch of each token (specials: junk)
 IS_PITCH = np.arange(VOCAB_SIZE) >= N_SPECIAL                      # (V,)
+INTERVAL = np.abs(np.arange(128)[:, None] - PITCHES[None]) % 12    # (128, V): interval class, pitch to token
+
+
+@lru_cache(maxsize=None)
+def _completing(upper: tuple[int, ...]) -> np.ndarray:
+    """(12,) the bass pitch classes that make the pitch classes ``upper`` a complete triad or seventh chord."""
+    return np.array([complete_chord([*upper, pc]) for pc in range(12)])
 
 
 def _above(grid: np.ndarray, v: int) -> np.ndarray:
@@ -61,12 +69,12 @@ class VoiceRange:
 
     def __init__(self, ranges: dict[str, tuple[int, int]] = RANGES):
         self.ranges = list(ranges.values())
+        self.inside = [IS_PITCH & (PITCHES >= lo) & (PITCHES <= hi) for lo, hi in self.ranges]   # (V,) each
 
     def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
-        lo, hi = self.ranges[v]
-        ok = np.broadcast_to(IS_PITCH & (PITCHES >= lo) & (PITCHES <= hi), (len(grid), VOCAB_SIZE)).copy()
+        ok = np.tile(self.inside[v], (len(grid), 1))                # (B, V)
         ok[:, REST] = grid[:, -1, 0] < 0                            # a rest under a rest of the melody
-        return ok                                                   # (B, V)
+        return ok
 
 
 class NoCrossing:
@@ -109,7 +117,9 @@ class NoParallels:
             before = np.abs(prev[:, u] - prev[:, v]) % 12           # (B,): the interval at t - 1
             moves = (prev[:, u] >= 0) & (prev[:, v] >= 0) & (now[:, u] >= 0) & (now[:, u] != prev[:, u])
             perfect = moves & ((before == FIFTH) | (before == OCTAVE))
-            again = (np.abs(now[:, u, None] - PITCHES) % 12 == before[:, None])      # (B, V): the same interval
+            if not perfect.any():                                   # the common case: nothing to ban
+                continue
+            again = INTERVAL[now[:, u]] == before[:, None]          # (B, V): the same interval class again
             ok &= ~(perfect[:, None] & again & IS_PITCH & (PITCHES != prev[:, v, None]))
         return ok
 
@@ -124,19 +134,22 @@ def final_note(melody: np.ndarray) -> tuple[int, int, int]:
 
 
 class Cadence:
-    """Under the melody's last note, a complete root-position triad on that note, held: the bass on its pitch
-    class, alto and tenor the third and the fifth. The third is major (``picardy``, the default: Bach ends 74 of the
-    77 test chorales on a major chord, minor ones with a Picardy third), or, with ``picardy=False``, minor too where
-    the minor third is in the ``key`` (tonic, mode). Bach's final chord has the melody's last note as its root in
-    all but a few chorales (chapter 12 counts them)."""
+    """Under the melody's last note, a complete root-position triad, held: its root the melody's last note, or the
+    tonic where that note is the major third of a major ``key`` (tonic, mode) (a folk tune ending on its third);
+    the bass on the root, alto and tenor completing the chord with the soprano. The third is major (``picardy``,
+    the default: Bach ends 74 of the 77 test chorales on a major chord, minor ones with a Picardy third), or, with
+    ``picardy=False``, minor too where the minor third is in the key. Bach's final chord has the melody's last note
+    as its root in all but a few chorales (chapter 12 counts them)."""
     name = "cadence"
 
     def __init__(self, melody: np.ndarray, key: tuple[int, str] | None = None, picardy: bool = True):
         self.start, self.end, pitch = final_note(melody)
-        self.root = pitch % 12
+        last = pitch % 12
+        self.root = key[0] if key is not None and key[1] == "major" and last == (key[0] + 4) % 12 else last
         minor = (self.root + 3) % 12
         in_key = scale(*key) if key is not None else {minor}
         self.thirds = [(self.root + 4) % 12] + ([minor] if not picardy and minor in in_key else [])
+        self.chords = [{self.root, third, (self.root + 7) % 12} for third in self.thirds]   # the triads allowed
 
     def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
         ok = np.ones((len(grid), VOCAB_SIZE), bool)
@@ -146,16 +159,14 @@ class Cadence:
         if t > self.start:                                           # the final chord is held
             ok &= PITCHES == grid[:, -2, v, None]
             return ok
-        pc, r = PITCHES % 12, self.root
-        thirds, fifth = set(self.thirds), (r + 7) % 12
-        if v == 1:
-            ok &= IS_PITCH & np.isin(pc, [*thirds, fifth])
-        elif v == 2:                                                 # the one of third and fifth the alto left
-            alto = grid[:, -1, 1] % 12
-            need = np.where(np.isin(alto, list(thirds)), fifth, -1)  # (B,): the fifth, or (-1) a third
-            ok &= IS_PITCH & ((pc == need[:, None]) | ((need[:, None] < 0) & np.isin(pc, list(thirds))))
-        else:
-            ok &= IS_PITCH & (pc == r)
+        if v == 3:
+            return ok & IS_PITCH & (PITCHES % 12 == self.root)
+        for b, row in enumerate(grid[:, -1]):                        # a chord tone that leaves the chord completable
+            written = {int(p) % 12 for p in row[:v] if p >= 0}
+            fits = [pc for pc in range(12) if any(
+                written <= chord and pc in chord and len(chord - written - {pc, self.root}) <= 2 - v
+                for chord in self.chords)]
+            ok[b] &= IS_PITCH & np.isin(PITCHES % 12, fits)
         return ok
 
 
@@ -166,12 +177,13 @@ class InKey:
 
     def __init__(self, tonic: int, mode: str, until: int | None = None):
         self.pcs, self.until = sorted(scale(tonic, mode)), until
+        self.inside = ~IS_PITCH | np.isin(PITCHES % 12, self.pcs)   # (V,)
 
     def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:
         t = grid.shape[1] - 1
         if self.until is not None and t >= self.until:
             return np.ones((len(grid), VOCAB_SIZE), bool)
-        return np.broadcast_to(~IS_PITCH | np.isin(PITCHES % 12, self.pcs), (len(grid), VOCAB_SIZE)).copy()
+        return np.tile(self.inside, (len(grid), 1))
 
 
 class CompleteChord:
@@ -191,9 +203,9 @@ class CompleteChord:
         for b, upper in enumerate(grid[:, -1, :3]):
             if (upper < 0).any():
                 continue
-            fits = [pc for pc in range(12) if complete_chord([*upper, pc])]
-            if fits:
-                ok[b] = ~IS_PITCH | np.isin(PITCHES % 12, fits)
+            fits = _completing(tuple(sorted({int(p) % 12 for p in upper})))
+            if fits.any():
+                ok[b] = ~IS_PITCH | fits[PITCHES % 12]
         return ok
 
 

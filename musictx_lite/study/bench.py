@@ -319,11 +319,14 @@ def format_sampling(rows: list[dict]) -> str:
 
 
 def bench_harmonise(names=("relative", "harmoniser", "coconet"), bars: int = 16, profile: str = "paper",
-                    device: str = "cpu", repeats: int = 3, n_iter: int = 64) -> list[dict]:
+                    device: str = "cpu", repeats: int = 3, n_iter: int = 64, rules="default",
+                    candidates: int | None = None) -> list[dict]:
     """Seconds to harmonise a melody of ``bars`` bars of 4/4 (chapter 12), each model at the profile's size
     with random weights (the time does not depend on what a model learned), the best of ``repeats``: the
     causal decoder and the harmoniser one token at a time with their caches, Coconet by ``n_iter`` Gibbs
-    steps. The melody is the soprano of the embedded chorales' first validation pieces, end to end."""
+    steps. The melody is the soprano of the embedded chorales' first validation pieces, end to end. ``rules``
+    and ``candidates`` are ``harmonise``'s (its defaults: ``DEFAULT_RULES``, ``DEFAULT_CANDIDATES``), for the
+    two that draw one token at a time."""
     from ..engine.harmonise import harmonise
     from ..engine.profiles import get_profile
     from ..io.data import load_chorales
@@ -339,11 +342,15 @@ def bench_harmonise(names=("relative", "harmoniser", "coconet"), bars: int = 16,
         best = float("inf")
         for _ in range(repeats):
             t0 = time.perf_counter()
-            harmonise(model, melody, seed=0, n_iter=n_iter)
+            if name == "coconet":
+                harmonise(model, melody, seed=0, n_iter=n_iter)
+            else:
+                harmonise(model, melody, seed=0, rules=rules, candidates=candidates, info=(info := {}))
             if device == "cuda":
                 torch.cuda.synchronize()
             best = min(best, time.perf_counter() - t0)
-        how = f"{n_iter} Gibbs steps" if name == "coconet" else "token by token, cached"
+        how = (f"{n_iter} Gibbs steps" if name == "coconet" else f"token by token, cached; rules "
+               f"{info['rules']}, best of {len(info['logp'])}")
         rows.append({"model": name, "params": n_params(model), "context": model.cfg.context, "bars": bars,
                      "seconds": best, "how": how})
     return rows

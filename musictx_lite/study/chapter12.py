@@ -62,7 +62,8 @@ def way_nll(model: nn.Module, pieces: list[Piece]) -> float:
 def harmonise_pieces(model: nn.Module, pieces: list[Piece], temperature: float = 1.0, seed: int = 0,
                      n_iter: int = 64) -> list[np.ndarray]:
     """The (steps, 4) harmonisation of each piece's soprano, piece i sampled with seed ``seed + i``."""
-    return [harmonise(model, p.pitches[:, 0], temperature, seed + i, n_iter=n_iter) for i, p in enumerate(pieces)]
+    return [harmonise(model, p.pitches[:, 0], temperature, seed + i, n_iter=n_iter, rules="none", candidates=1)
+            for i, p in enumerate(pieces)]
 
 
 def music_row(grids: list[np.ndarray], n: int = 1000, seed: int = 0) -> dict:
@@ -274,3 +275,127 @@ def folk_melody(opus: str = FOLK[0], number: int = FOLK[1]):
         path = Path(d) / "tune.musicxml"
         tune.write("musicxml", fp=str(path))
         return tune.metadata.title, read_melody(path)
+
+
+# Eight tunes from outside the corpus, chosen by a rule, not by how they harmonise: German children's songs of the
+# Essen collection (music21's corpus), in collection order, the first that read_melody takes of each kind: for 2/4,
+# 3/4 and 4/4, one that starts on the barline and one with an upbeat; then one more of each kind in 2/4, the
+# collection's commonest metre.
+FOLK_OPUS = "essenFolksong/kinder"
+FOLK_KINDS = [(m, up) for m in ("2/4", "3/4", "4/4") for up in (False, True)] + [("2/4", False), ("2/4", True)]
+
+
+def folk_tunes(opus: str = FOLK_OPUS, kinds=FOLK_KINDS) -> list[tuple[int, str, object]]:
+    """(number in the opus, title, ``Melody``) of the tunes ``FOLK_KINDS`` names, each read as a musician's file
+    is (MusicXML, then ``read_melody``): its metre and upbeat kept."""
+    import tempfile
+
+    from music21 import corpus
+
+    from ..io.melody import MelodyError, read_melody
+
+    wanted, out = list(kinds), []
+    with tempfile.TemporaryDirectory() as d:
+        for number, tune in enumerate(corpus.parse(opus).scores):
+            if not wanted:
+                break
+            path = Path(d) / f"{number}.musicxml"
+            tune.write("musicxml", fp=str(path))
+            try:
+                melody = read_melody(path)
+            except MelodyError:
+                continue
+            kind = (melody.metre, melody.pickup > 0)
+            if kind in wanted:
+                wanted.remove(kind)
+                out.append((number, tune.metadata.title, melody))
+    return out
+
+
+# ---------------------------------------------------------------- the rules as masks (python -m scripts.rules_study)
+
+RULES_RESULTS = Path(__file__).parents[1] / "pretrained" / "harmonise-rules.json"
+VOICE_LEADING = ("parallel_fifths", "parallel_octaves", "contrary_fifths", "contrary_octaves", "crossings",
+                 "out_of_range", "spacing")
+CHORDS = ("complete_chords", "outside_key", "final_complete", "final_root", "final_quality")
+TONIC = ("on the tonic", "a half cadence, on the dominant")       # the endings the chapter names
+
+
+def load_rules(path: str | Path = RULES_RESULTS) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def rules_table(rec: dict, keys=VOICE_LEADING, melodies: str = "unknown tunes") -> str:
+    """One row per setting and Bach's, each statistic in percent with its 95% interval over melodies."""
+    from ..io.harmony import HEADS
+
+    cell = lambda r: f"{100 * r['value']:5.2f} [{100 * r['low']:.2f}, {100 * r['high']:.2f}]"
+    lines = [f"{'':>29s}" + "".join(f"{HEADS[k]:>22s}" for k in keys)]
+    for name, row in rec["rows"].items():
+        lines.append(f"{name:>29s}" + "".join(f"{cell(row[melodies][k]):>22s}" for k in keys))
+    return "\n".join(lines)
+
+
+def rules_reading(rec: dict, default: str, melodies: str = "unknown tunes") -> str:
+    """What the table says of the ``default`` setting against Bach on the same melodies, in sentences."""
+    bach, mine = rec["rows"]["Bach"][melodies], rec["rows"][default][melodies]
+    pct = lambda x: f"{100 * x:.2f} %"
+    within = [k for k in VOICE_LEADING if mine[k]["value"] <= bach[k]["high"]]
+    above = [k for k in VOICE_LEADING if k not in within]
+    out = [f"With {default} ({melodies}: {rec['rows'][default]['harmonisations']} harmonisations over seeds "
+           f"{', '.join(map(str, rec['rows'][default]['seeds']))}), "
+           + ("every voice-leading rate is at or below the top of Bach's interval on the same melodies"
+              if not above else f"{', '.join(above)} stay above the top of Bach's interval")
+           + f"; parallel fifths {pct(mine['parallel_fifths']['value'])} against Bach's "
+           f"{pct(bach['parallel_fifths']['value'])}, octaves {pct(mine['parallel_octaves']['value'])} against "
+           f"{pct(bach['parallel_octaves']['value'])}."]
+    full, key = mine["complete_chords"]["value"], mine["outside_key"]["value"]
+    out.append(f"Complete triads or sevenths sound on {pct(full)} of beats (Bach: "
+               f"{pct(bach['complete_chords']['value'])}), {'at least' if full >= 0.8 else 'below'} the 80 % the "
+               f"project set; {pct(key)} of the added notes are outside the melody's key (Bach: "
+               f"{pct(bach['outside_key']['value'])}, his secondary dominants and Picardy thirds among them).")
+    if mine["complete_chords"]["low"] > bach["complete_chords"]["high"]:
+        out.append("More beats carry a full chord than in Bach's harmonisations, who lets passing notes and "
+                   "suspensions fall on beats: the *chord* rule makes a plainer, more block-like texture than his.")
+    if mine["outside_key"]["high"] < bach["outside_key"]["low"]:
+        out.append("It is more diatonic than his too: the *key* rule leaves out the chromatic notes of his "
+                   "secondary dominants.")
+    root, quality = mine["final_root"]["value"], mine["final_quality"]["value"]
+    out.append(f"The final chord is a complete triad on the root of Bach's final chord for {pct(root)} of the "
+               f"melodies ({'at least' if root >= 0.85 else 'below'} the 85 % target), and has his quality "
+               f"(major or minor) too for {pct(quality)}.")
+    extra = rec["rows"][default]
+    out.append(f"Dead ends, where no token kept every rule and some were relaxed: "
+               f"{extra['dead_ends_per_1000']:.2f} per 1,000 masked tokens.")
+    return " ".join(out)
+
+
+def cost_reading(rec: dict) -> str:
+    """What the masks and the choice among candidates cost or buy in the model's own log-probability."""
+    rows = {k: v for k, v in rec["rows"].items() if k != "Bach" and "enc-dec" not in k}
+    parts = [f"{k}: {v['logp_per_added_token']:.3f}" for k, v in rows.items()]
+    return ("The model's own log-probability of the tokens it wrote, per alto, tenor or bass token (unmasked, at "
+            "temperature 1; higher is likelier): " + "; ".join(parts) + ".")
+
+
+def folk_table(rec: dict) -> str:
+    """Each folk tune's metre, upbeat and key, and where its harmonisations (one per seed) end."""
+    names = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+    by_tune: dict = {}
+    for r in rec["folk"]:
+        by_tune.setdefault((r["number"], r["title"], r["metre"], r["pickup"], tuple(r["key"])), []).append(r)
+    lines = [f"{'no.':>4s} {'title':<42s} {'metre':>5s} {'upbeat':>6s} {'key':>9s}  endings (seeds)"]
+    for (number, title, metre, pickup, key), rs in by_tune.items():
+        ends = "; ".join(f"{r['ends']}{'' if r['final'][2] else ' (incomplete)'}" for r in rs)
+        lines.append(f"{number:4d} {title.title()[:42]:<42s} {metre:>5s} {pickup / 4:5g}q {names[key[0]]:>3s} "
+                     f"{key[1]:<5s}  {ends}")
+    return "\n".join(lines)
+
+
+def folk_reading(rec: dict) -> str:
+    ok = [r for r in rec["folk"] if r["final"][2] and r["ends"] in TONIC]
+    tonic = sum(r["ends"] == TONIC[0] for r in ok)
+    return (f"{len(ok)} of the {len(rec['folk'])} harmonisations end on a complete chord on the tonic or on the "
+            f"dominant ({tonic} on the tonic, {len(ok) - tonic} with a half cadence); every file is written in its "
+            f"tune's metre, with its upbeat.")
+

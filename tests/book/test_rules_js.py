@@ -110,3 +110,17 @@ def test_the_pages_constants_and_defaults_are_the_packages(page):
     play = (ROOT / "book" / "play" / "musictx-play.js").read_text()
     m = re.search(r'const DEFAULTS = \{rules: "(\w+)", candidates: (\d+)\};', play)
     assert m and (m.group(1), int(m.group(2))) == (DEFAULT_RULES, DEFAULT_CANDIDATES)
+
+
+def test_a_tune_ending_on_the_third_of_a_major_key_cadences_on_the_tonic_as_in_python(page):
+    """A folk tune in G major ending on B: the final chord is G major (not B major), in the page as in Python."""
+    melody = np.repeat([67, 71, 74, 72, 71, 69, 67, 71], 4)            # G major, ending on its third
+    key = H.key_of(melody)
+    assert key == (7, "major") and R.Cadence(melody, key).root == 7
+    for v in (1, 2, 3):
+        grid = np.repeat(melody[:, None], 4, axis=1)[:29].copy()       # the last note's first step, t = 28
+        grid[:, 1:] = [62, 55, 43]
+        grid[-1, v:] = -1
+        want = {r.name: r.allowed(grid[None], v)[0] for r in R.harmony_rules(melody, key)}
+        got = dict(page.evaluate(MASKS, [grid.tolist(), v, melody.tolist(), list(key)]))
+        assert np.array_equal(np.array(got["cadence"], bool), want["cadence"]), v

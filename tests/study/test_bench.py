@@ -73,12 +73,16 @@ def test_local_attention_in_steps_equals_all_blocks_at_once(T, N, step):
 
 def test_bench_harmonise_times_each_way_of_chapter_12(capsys):
     from musictx_lite.__main__ import main
+    from musictx_lite.engine.harmonise import DEFAULT_CANDIDATES, DEFAULT_RULES
     from musictx_lite.study.bench import bench_harmonise, format_harmonise
 
     rows = bench_harmonise(bars=1, profile="smoke", repeats=1, n_iter=2)
     assert [r["model"] for r in rows] == ["relative", "harmoniser", "coconet"]
     assert all(r["seconds"] > 0 and r["bars"] == 1 and r["params"] > 0 for r in rows)
-    assert rows[2]["how"] == "2 Gibbs steps" and rows[0]["how"] == "token by token, cached"
+    assert rows[2]["how"] == "2 Gibbs steps"
+    assert rows[0]["how"] == f"token by token, cached; rules {DEFAULT_RULES}, best of {DEFAULT_CANDIDATES}"
+    ruled = bench_harmonise(names=("relative",), bars=1, profile="smoke", repeats=1, rules="all", candidates=3)
+    assert ruled[0]["how"] == "token by token, cached; rules all, best of 3"
     text = format_harmonise(rows)
     assert text.splitlines()[-1] == "(1 bar of 4/4 harmonised, random weights, the best of the repeats)"
     main(["bench", "harmonise", "--bars", "1", "--profile", "smoke", "--repeats", "1"])
