@@ -15,7 +15,7 @@ import pytest
 from musictx_lite.io.melody import MAX_STEPS, SOPRANO, MelodyError, read_melody
 from musictx_lite.io.midi import note_name
 
-from test_offline import chromium_or_skip
+from test_offline import script_page
 
 ROOT = Path(__file__).resolve().parents[2]
 MELODY_JS = ROOT / "book" / "play" / "melody.js"
@@ -90,23 +90,7 @@ BAD = [
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    exe = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    html = tmp_path_factory.mktemp("melody") / "page.html"
-    html.write_text(PAGE)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            pg = browser.new_page()
-            pg.errors = []
-            pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-            pg.goto(html.as_uri())
-            pg.wait_for_function("window.MusictxMelody !== undefined", timeout=10_000)
-            yield pg
-            assert not pg.errors, f"JavaScript errors: {pg.errors}"
-        finally:
-            browser.close()
+    yield from script_page(tmp_path_factory.mktemp("melody"), PAGE, "window.MusictxMelody !== undefined")
 
 
 def js(page, text: str, transpose: int | None = None, max_steps: int | None = None) -> dict:

@@ -48,6 +48,27 @@ def chromium_or_skip() -> str:
     pytest.skip(msg)
 
 
+def script_page(folder: Path, html: str, ready: str):
+    """A Chromium page (Playwright) on ``html`` written to ``folder``, once ``ready`` (JavaScript) holds; it fails
+    at the end on any JavaScript error the page raised. A generator for a module fixture."""
+    exe = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    (folder / "page.html").write_text(html)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        try:
+            pg = browser.new_page()
+            pg.errors = []
+            pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+            pg.goto((folder / "page.html").as_uri())
+            pg.wait_for_function(ready, timeout=10_000)
+            yield pg
+            assert not pg.errors, f"JavaScript errors: {pg.errors}"
+        finally:
+            browser.close()
+
+
 def build_small_book(dest: Path) -> tuple[Path, str]:
     """Build the intro and chapter 0 (smoke profile) into ``dest``; return (html dir, build log)."""
     book = dest / "book-src"

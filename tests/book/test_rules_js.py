@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_offline import chromium_or_skip
+from test_offline import script_page
 
 from musictx_lite.engine import rules as R
 from musictx_lite.engine.harmonise import DEFAULT_CANDIDATES, DEFAULT_RULES
@@ -32,23 +32,7 @@ MASKS = """([grid, v, melody, key]) => {
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    exe = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    html = tmp_path_factory.mktemp("rules") / "page.html"
-    html.write_text(PAGE)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            pg = browser.new_page()
-            pg.errors = []
-            pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-            pg.goto(html.as_uri())
-            pg.wait_for_function("window.MusictxRules !== undefined", timeout=10_000)
-            yield pg
-            assert not pg.errors, f"JavaScript errors: {pg.errors}"
-        finally:
-            browser.close()
+    yield from script_page(tmp_path_factory.mktemp("rules"), PAGE, "window.MusictxRules !== undefined")
 
 
 def partial_steps(chorales, n: int = 120, seed: int = 0):
