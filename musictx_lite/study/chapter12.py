@@ -342,8 +342,11 @@ def rules_reading(rec: dict, default: str, melodies: str = "unknown tunes") -> s
     pct = lambda x: f"{100 * x:.2f} %"
     within = [k for k in VOICE_LEADING if mine[k]["value"] <= bach[k]["high"]]
     above = [k for k in VOICE_LEADING if k not in within]
-    out = [f"With {default} ({melodies}: {rec['rows'][default]['harmonisations']} harmonisations over seeds "
-           f"{', '.join(map(str, rec['rows'][default]['seeds']))}), "
+    n = rec["unknown_tunes"] if melodies == "unknown tunes" else rec["pieces"]
+    seeds = rec["rows"][default]["seeds"]
+    which = " whose tunes are new" if n < rec["pieces"] else ""
+    out = [f"With {default}, on the {n} test melodies{which} ({len(seeds)} seed{'s' * (len(seeds) > 1)} each, "
+           f"{n * len(seeds)} harmonisations), "
            + ("every voice-leading rate is at or below the top of Bach's interval on the same melodies"
               if not above else f"{', '.join(above)} stay above the top of Bach's interval")
            + f"; parallel fifths {pct(mine['parallel_fifths']['value'])} against Bach's "
@@ -353,13 +356,17 @@ def rules_reading(rec: dict, default: str, melodies: str = "unknown tunes") -> s
     out.append(f"Complete triads or sevenths sound on {pct(full)} of beats (Bach: "
                f"{pct(bach['complete_chords']['value'])}), {'at least' if full >= 0.8 else 'below'} the 80 % the "
                f"project set; {pct(key)} of the added notes are outside the melody's key (Bach: "
-               f"{pct(bach['outside_key']['value'])}, his secondary dominants and Picardy thirds among them).")
+               f"{pct(bach['outside_key']['value'])}; whether his are secondary dominants, Picardy thirds or a "
+               f"modulation, the column does not say).")
     if mine["complete_chords"]["low"] > bach["complete_chords"]["high"]:
-        out.append("More beats carry a full chord than in Bach's harmonisations, who lets passing notes and "
-                   "suspensions fall on beats: the *chord* rule makes a plainer, more block-like texture than his.")
+        four = rec["rows"].get("four rules", {}).get(melodies, {}).get("complete_chords")
+        out.append("More beats carry a complete chord than in Bach's harmonisations; his other beats (an "
+                   "omitted fifth, a note foreign to the chord on the beat) are not told apart by this column, so "
+                   "the higher share is not better writing" + (f". It is the *chord* rule's doing: with the four "
+                   f"voice-leading rules alone the share is {pct(four['value'])}." if four else "."))
     if mine["outside_key"]["high"] < bach["outside_key"]["low"]:
-        out.append("It is more diatonic than his too: the *key* rule leaves out the chromatic notes of his "
-                   "secondary dominants.")
+        out.append("Fewer added notes leave the key than in Bach's: the *key* rule keeps out every chromatic "
+                   "note, those of a secondary dominant or a modulation among them.")
     root, quality = mine["final_root"]["value"], mine["final_quality"]["value"]
     out.append(f"The final chord is a complete triad on the root of Bach's final chord for {pct(root)} of the "
                f"melodies ({'at least' if root >= 0.85 else 'below'} the 85 % target), and has his quality "
@@ -396,6 +403,7 @@ def folk_reading(rec: dict) -> str:
     ok = [r for r in rec["folk"] if r["final"][2] and r["ends"] in TONIC]
     tonic = sum(r["ends"] == TONIC[0] for r in ok)
     return (f"{len(ok)} of the {len(rec['folk'])} harmonisations end on a complete chord on the tonic or on the "
-            f"dominant ({tonic} on the tonic, {len(ok) - tonic} with a half cadence); every file is written in its "
-            f"tune's metre, with its upbeat.")
+            f"dominant ({tonic} on the tonic, {len(ok) - tonic} with a half cadence): a check that the final-chord "
+            f"rule held, not a judgement of how the cadence is approached. Every file is written in its tune's "
+            f"metre, with its upbeat.")
 
