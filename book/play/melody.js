@@ -294,8 +294,12 @@
       log.push(`its metre is ${metre}; the chorales the harmoniser learnt from are in 4/4, and it reads the ` +
                "melody step by step, so its bar lines are not the model's: expect cadences out of place");
     }
+    // the 16th steps before the first barline (read_melody's pickup): where the first note falls in its bar
+    const [num, den] = (metre || "4/4").split("/").map(Number), bar = (num * 16) / den / 4;   // quarters
+    const into = ((notes[0].start[0] / notes[0].start[1]) % bar + bar) % bar;
+    const pickup = into ? Math.round((bar - into) * 4) % Math.round(bar * 4) : 0;
     return {pitches: pitches, onsets: grid.onsets, shift: shift, metre: metre, log: log, notes: notes.length,
-            ignored: ignored};
+            ignored: ignored, pickup: pickup};
   }
 
   window.MusictxMelody = {parse, noteName, MelodyError, SOPRANO, MAX_STEPS};

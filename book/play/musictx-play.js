@@ -212,7 +212,7 @@
     const melody = MusictxMelody.parse(text, {transpose: opts.transpose ?? null, maxSteps: record.max_steps});
     const forced = [];
     for (const p of melody.pitches) forced.push(p >= 0 ? p - TOK.LOWEST + TOK.N_SPECIAL : TOK.REST, -1, -1, -1);
-    const rules = MusictxRules.rulesFor(opts.rules ?? DEFAULTS.rules, melody.pitches);
+    const rules = MusictxRules.rulesFor(opts.rules ?? DEFAULTS.rules, melody.pitches, melody.metre, melody.pickup);
     const n = opts.candidates ?? DEFAULTS.candidates;
     if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new Error(`the candidates are a whole number from 1 to 16, got ${opts.candidates}`);
     let out = null;                                           // the likeliest of n (engine.harmonise.harmonise)

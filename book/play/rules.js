@@ -91,9 +91,9 @@
     }
     return ok;
   }};
-  const completeChordRule = (offset = 0) => ({name: "chord", allowed(grid, v, V) {
+  const completeChordRule = (offset = 0, every = 4) => ({name: "chord", allowed(grid, v, V) {
     const ok = new Array(V).fill(true), now = last(grid);
-    if (v !== 3 || mod(grid.length - 1 - offset, 4) !== 0 || now.slice(0, 3).some((p) => p < 0)) return ok;
+    if (v !== 3 || mod(grid.length - 1 - offset, every) !== 0 || now.slice(0, 3).some((p) => p < 0)) return ok;
     const fits = new Set();
     for (let pc = 0; pc < 12; pc++) if (completeChord([...now.slice(0, 3), pc])) fits.add(pc);
     return fits.size ? mask(V, (k) => !isPitch(k) || fits.has(mod(pitch(k), 12))) : ok;
@@ -129,14 +129,20 @@
     }};
   };
 
-  const HARMONY = [voiceRange, noCrossing, noParallels, spacing];
-  function harmonyRules(melody, key = null) {     // rules.harmony_rules(melody): every rule, as "all" names it
-    key = key || keyOf(melody);
-    return [...HARMONY, completeChordRule(), inKey(key[0], key[1], finalNote(melody)[0]), cadence(melody, key)];
+  function beatSteps(metre) {                     // io.midi.beat_steps: a dotted quarter in 6/8, 9/8, 12/8
+    const [num, den] = (metre || "4/4").split("/").map(Number);
+    return den === 8 && num % 3 === 0 ? 6 : Math.max(Math.floor(16 / den), 1);
   }
-  function rulesFor(name, melody) {               // harmonise.rules_for
+  const HARMONY = [voiceRange, noCrossing, noParallels, spacing];
+  function harmonyRules(melody, key = null, metre = null, pickup = 0) {   // rules.harmony_rules: "all"
+    key = key || keyOf(melody);
+    const every = beatSteps(metre);
+    return [...HARMONY, completeChordRule(mod(pickup, every), every), inKey(key[0], key[1], finalNote(melody)[0]),
+            cadence(melody, key)];
+  }
+  function rulesFor(name, melody, metre = null, pickup = 0) {   // harmonise.rules_for
     if (name === null || name === undefined || name === "none") return null;
-    if (name === "all") return harmonyRules(melody);
+    if (name === "all") return harmonyRules(melody, null, metre, pickup);
     if (name === "four") return HARMONY;
     throw new Error(`the rules are all, four or none, not ${JSON.stringify(name)}`);
   }
@@ -158,6 +164,6 @@
     return ok;
   }
 
-  window.MusictxRules = {RANGES, RELAX_ORDER, keyOf, finalNote, harmonyRules, rulesFor, ruleMask, completeChord,
+  window.MusictxRules = {RANGES, RELAX_ORDER, keyOf, finalNote, beatSteps, harmonyRules, rulesFor, ruleMask, completeChord,
     rules: {voiceRange, noCrossing, spacing, noParallels, completeChordRule, inKey, cadence}};
 })();

@@ -104,7 +104,7 @@ def python(text: str, transpose: int | None = None, max_steps: int = MAX_STEPS) 
     except MelodyError as e:
         return {"error": str(e)}
     return {"pitches": m.pitches.tolist(), "onsets": m.onsets.tolist(), "shift": m.shift, "metre": m.metre,
-            "log": m.log, "notes": int(m.log[0].split()[0])}
+            "log": m.log, "notes": int(m.log[0].split()[0]), "pickup": m.pickup}
 
 
 def assert_same(page, text, transpose=None, max_steps=None):
@@ -123,7 +123,7 @@ def assert_same(page, text, transpose=None, max_steps=None):
         else:
             assert "melody" in got, f"{given!r}: the JS refuses ({got.get('error')}) but Python reads it"
             m = got["melody"]
-            for field in ("pitches", "onsets", "shift", "metre", "log", "notes"):
+            for field in ("pitches", "onsets", "shift", "metre", "log", "notes", "pickup"):
                 assert m[field] == want[field], f"{given!r}: {field} differs"
     return want
 

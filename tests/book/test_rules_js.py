@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES_JS = ROOT / "book" / "play" / "rules.js"
 PAGE = f'<!doctype html><meta charset="utf-8"><body><script src="{RULES_JS.as_uri()}"></script>'
 # every rule of harmony_rules, in the order it lists them, by the name the page gives it
-MASKS = """([grid, v, melody, key]) => {
-  const rules = MusictxRules.harmonyRules(melody, key);
+MASKS = """([grid, v, melody, key, metre, pickup]) => {
+  const rules = MusictxRules.harmonyRules(melody, key, metre ?? null, pickup ?? 0);
   return rules.map((r) => [r.name, r.allowed(grid, v, %d)]);
 }""" % VOCAB_SIZE
 
@@ -108,3 +108,18 @@ def test_a_tune_ending_on_the_third_of_a_major_key_cadences_on_the_tonic_as_in_p
         want = {r.name: r.allowed(grid[None], v)[0] for r in R.harmony_rules(melody, key)}
         got = dict(page.evaluate(MASKS, [grid.tolist(), v, melody.tolist(), list(key)]))
         assert np.array_equal(np.array(got["cadence"], bool), want["cadence"]), v
+
+
+@pytest.mark.parametrize("metre,pickup", [("3/4", 4), ("6/8", 2), ("2/4", 0)])
+def test_the_chord_rules_beats_follow_the_metre_and_upbeat_as_in_python(page, chorales, metre, pickup):
+    """In 3/4 with an upbeat, 6/8 and 2/4 the page asks for complete chords on the beats Python does."""
+    from musictx_lite.io.midi import beat_steps
+
+    assert page.evaluate("m => MusictxRules.beatSteps(m)", metre) == beat_steps(metre)
+    for grid, _, melody in partial_steps(chorales, n=40, seed=1):
+        key = H.key_of(melody)
+        grid[-1, :3] = np.where(grid[-1, :3] < 0, 60, grid[-1, :3])    # the bass is the one written now
+        want = {r.name: r.allowed(grid[None], 3)[0] for r in R.harmony_rules(melody, key, metre=metre,
+                                                                            pickup=pickup)}
+        got = dict(page.evaluate(MASKS, [grid.tolist(), 3, melody.tolist(), list(key), metre, pickup]))
+        assert np.array_equal(np.array(got["chord"], bool), want["chord"]), (metre, len(grid))
