@@ -104,8 +104,8 @@ class Spacing:
 class NoParallels:
     """No consecutive fifths or octaves between voice ``v`` and a voice ``u`` above it, by similar or contrary
     motion: where u moves from step t - 1 to t, voice v may not move to the pitch that repeats the fifth (octave,
-    unison) that u and v made at t - 1. ``io.stats.parallels`` counts the same motions (similar ones; with
-    ``contrary=True``, contrary ones too)."""
+    unison) that u and v made at t - 1. The judge counts the same motions: ``io.stats.parallels`` the similar
+    ones, ``io.harmony.contrary_parallels`` the contrary ones."""
     name = "parallels"
 
     def allowed(self, grid: np.ndarray, v: int) -> np.ndarray:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .midi import notes_of
-from .stats import RANGES, TRIADS, complete_chord, crossings, parallels
+from .stats import RANGES, TRIADS, complete_chord, crossings, harmony_changes, parallels
 
 HARMONY_STATS = ("parallel_fifths", "parallel_octaves", "contrary_fifths", "contrary_octaves", "crossings",
                  "out_of_range", "spacing", "complete_chords", "outside_key", "final_complete", "final_root",
@@ -110,8 +110,7 @@ def spacing(grid: np.ndarray) -> tuple[int, int]:
 def contrary_parallels(grid: np.ndarray) -> dict[str, int]:
     """Fifths and octaves reached again by contrary motion: consecutive chords (as ``stats.parallels``), a pair
     of voices that both move, in opposite directions, from a fifth (octave, unison) to the same interval class."""
-    g = np.asarray(grid)
-    h = g[np.r_[True, (g[1:] != g[:-1]).any(axis=1)]] if len(g) else g   # stats.harmony_changes
+    h = harmony_changes(grid)
     a, b = h[:-1], h[1:]
     out = {"fifths": 0, "octaves": 0}
     for i in range(4):
