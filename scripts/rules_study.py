@@ -1,5 +1,6 @@
 """Chapter 12's rules study, one command: harmonise every soprano of the official test split with the shipped
-models in several settings (plain sampling at two temperatures, the rules as masks, the best of N candidates) over
+models (the decoder, and the encoder-decoder that sees the melody's end) in several settings (plain sampling and the
+rules as masks, each at two temperatures; the best of N candidates) over
 seeds, judge each harmonisation as a harmony teacher does (``io.harmony``) against Bach's own harmonisation of the
 same melody, and write one record.
 
@@ -33,8 +34,11 @@ SETTINGS = {
     "plain T=0.7": ("relative", 0.7, "none", 1, (0,)),
     "four rules": ("relative", 1.0, "harmony", 1, (0,)),
     "all rules": ("relative", 1.0, "all", 1, (0, 1, 2)),
+    "all rules T=0.7": ("relative", 0.7, "all", 1, (0, 1, 2)),
     "all rules, best of 4": ("relative", 1.0, "all", 4, (0, 1, 2)),
     "all rules, best of 8": ("relative", 1.0, "all", 8, (0,)),
+    "enc-dec plain T=1": ("harmoniser", 1.0, "none", 1, (0, 1, 2)),
+    "enc-dec, all rules": ("harmoniser", 1.0, "all", 1, (0, 1, 2)),
     "enc-dec, all rules, best of 4": ("harmoniser", 1.0, "all", 4, (0,)),
 }
 _MODELS: dict = {}

@@ -164,8 +164,9 @@ class Progress:
                         mininterval=10, ncols=80, desc="training")
 
     def eval(self, run) -> None:
-        h = run.hist
-        self.bar.write(f"step {run.step:5d}  train loss {h.train_loss[-1]:.3f}  valid NLL {h.valid_nll[-1]:.3f}")
+        h, n = run.hist, run.eval_count
+        on = f" on {n} pieces" if n is not None else ""
+        self.bar.write(f"step {run.step:5d}  train loss {h.train_loss[-1]:.3f}  valid NLL {h.valid_nll[-1]:.3f}{on}")
 
     def step(self, run, loss: float) -> None:
         self.bar.update(1)

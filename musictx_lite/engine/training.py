@@ -237,6 +237,7 @@ class Run:
         self.autocast, self.scaler = amp(self.device, cfg.cpu_bf16)
         self.hist, self.step, self.best = History(), 0, None     # best: weights at hist.best_step (keep_best)
         self.kept = "no checkpoint was written (no out_dir)"      # what a failed run leaves (callbacks)
+        self.eval_count: int | None = None                          # pieces of the last evaluation (rank 0)
         self.resume_from = ""                                       # where an interrupted run resumes
         self._t0 = None
 
@@ -254,7 +255,9 @@ class Run:
         if not self.world.main:
             return None
         n = None if final else self.cfg.eval_pieces
-        return self.task.evaluate(self.model, self.data.valid if n is None else self.data.valid[:n])
+        pieces = self.data.valid if n is None else self.data.valid[:n]
+        self.eval_count = len(pieces)                   # what the progress line says it scored
+        return self.task.evaluate(self.model, pieces)
 
     def start_clock(self) -> None:
         """Start counting training seconds, from those of the History (a resumed run's earlier sessions); the

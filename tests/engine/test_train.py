@@ -464,3 +464,12 @@ def test_an_interrupted_run_says_where_it_stopped_with_or_without_a_run_director
         with pytest.raises(KeyboardInterrupt):
             train(build_model("lstm", SMALL), chorales, cfg(), out_dir=out_dir, progress=False, on_step=stop)
         assert capsys.readouterr().out.strip().splitlines()[-1] == f"interrupted at step 3{tail}"
+
+
+def test_each_evaluation_line_says_on_how_many_pieces(chorales, capsys):
+    torch.manual_seed(0)
+    train(build_model("lstm", SMALL), chorales, cfg(max_steps=20, eval_every=10, eval_pieces=3))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "valid NLL" in ln]
+    assert len(lines) == 2
+    assert lines[0].startswith("step    10") and lines[0].endswith("on 3 pieces")        # a periodic evaluation
+    assert lines[1].startswith("step    20") and lines[1].endswith(f"on {len(chorales.valid)} pieces")   # the final
