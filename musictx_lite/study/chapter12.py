@@ -377,6 +377,99 @@ def rules_reading(rec: dict, default: str, melodies: str = "unknown tunes") -> s
     return " ".join(out)
 
 
+def _versus(a: dict, b: dict) -> str:
+    """How interval ``a`` stands to interval ``b``: above, below, or overlapping (not told apart)."""
+    return "above" if a["low"] > b["high"] else "below" if a["high"] < b["low"] else "within"
+
+
+def cadence_reading(rec: dict, melodies: str = "unknown tunes") -> str:
+    """The encoder-decoder, which reads the whole melody, against the decoder, which does not, where seeing the
+    end should help: the final chord, sampled plain (no rule decides it) and with every rule."""
+    rows, pct = rec["rows"], lambda x: f"{100 * x:.1f} %"
+    pairs = [("plain sampling", "plain T=1", "enc-dec plain T=1"), ("every rule", "all rules", "enc-dec, all rules")]
+    said = []
+    for label, dec, enc in pairs:
+        if dec not in rows or enc not in rows:
+            continue
+        d, e = rows[dec][melodies], rows[enc][melodies]
+        stand = lambda k: _versus(e[k], d[k]).replace("within", "intervals overlapping")
+        parts = [f"{what} {pct(e[k]['value'])} against {pct(d[k]['value'])} ({stand(k)})"
+                 for what, k in (("final chord on Bach's root", "final_root"),
+                                 ("with his quality too", "final_quality"),
+                                 ("complete chords on beats", "complete_chords"))]
+        said.append(f"{label}: " + ", ".join(parts))
+    if not said:
+        return "The record has no encoder-decoder rows to compare."
+    plain = rows.get("enc-dec plain T=1", {}).get(melodies, {}).get("final_root")
+    base = rows.get("plain T=1", {}).get(melodies, {}).get("final_root")
+    verdict = ""
+    if plain and base:
+        verdict = {"above": " Seeing where the melody goes, the encoder-decoder ends on Bach's root more often "
+                            "than the decoder: the end of the melody is in view.",
+                   "below": " The encoder-decoder ends on Bach's root less often than the decoder, although it sees "
+                            "where the melody goes: its training (the decoder frozen, a CPU budget) did not teach "
+                            "it the cadence.",
+                   "within": " Sampled plain, the two end on Bach's root about equally often (the intervals "
+                             "overlap): seeing where the melody goes has not taught this encoder-decoder, trained "
+                             "with the decoder frozen on a CPU budget, the cadence; the final-chord rule does what "
+                             "it does not."}[_versus(plain, base)]
+    return ("Where the encoder-decoder should help, at the final chord (encoder-decoder against decoder, "
+            f"on the {rec['unknown_tunes'] if melodies == 'unknown tunes' else rec['pieces']} test melodies, "
+            "3 seeds each): " + "; ".join(said) + "." + verdict)
+
+
+def temperature_reading(rec: dict, melodies: str = "unknown tunes") -> str:
+    """What a lower temperature does, without rules and with them."""
+    rows, pct = rec["rows"], lambda x: f"{100 * x:.2f} %"
+    out = []
+    for label, hot, cold in (("plain", "plain T=1", "plain T=0.7"),
+                             ("with every rule", "all rules", "all rules T=0.7")):
+        if hot not in rows or cold not in rows:
+            continue
+        h, c = rows[hot][melodies], rows[cold][melodies]
+        out.append(f"{label}, temperature 0.7 against 1: parallel fifths {pct(c['parallel_fifths']['value'])} "
+                   f"against {pct(h['parallel_fifths']['value'])}, octaves {pct(c['parallel_octaves']['value'])} "
+                   f"against {pct(h['parallel_octaves']['value'])}, complete chords "
+                   f"{pct(c['complete_chords']['value'])} against {pct(h['complete_chords']['value'])}, final chord "
+                   f"on Bach's root {pct(c['final_root']['value'])} against {pct(h['final_root']['value'])}")
+    if not out:
+        return ""
+    bach, cold = rows["Bach"][melodies], rows.get("plain T=0.7", {}).get(melodies)
+    stay = cold and any(cold[k]["low"] > bach[k]["high"] for k in ("parallel_fifths", "parallel_octaves"))
+    return ("Sampled at two temperatures: " + "; ".join(out) + ". " + (
+        "Plain sampling at 0.7 still writes parallels above the top of Bach's interval: the model itself finds "
+        "them likely, so a lower temperature does not remove them; the masks do." if stay else
+        "A lower temperature draws the likelier tokens more often."))
+
+
+PITCH_NAMES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+
+
+def hearing(grid: np.ndarray, key: tuple[int, str], name: str) -> str:
+    """What a harmony teacher marks in one harmonisation, in words: its consecutive fifths and octaves, crossed
+    voices, notes out of range or out of the key, beats without a complete chord, and the chord it ends on."""
+    from ..io import harmony as H
+
+    c = dict(zip(H.COUNTS, H.piece_counts(grid, key, (key[0], None)).astype(int)))
+    n = lambda k, one, many: f"{c[k]} {one if c[k] == 1 else many}"
+    faults = [n("fifths", "parallel fifth", "parallel fifths"), n("octaves", "parallel octave", "parallel octaves"),
+              n("contrary_fifths", "fifth", "fifths") + " and " + n("contrary_octaves", "octave", "octaves")
+              + " by contrary motion", n("crossed", "crossed step", "crossed steps"),
+              n("outside", "note", "notes") + " out of range",
+              f"{c['off_key']} of {c['notes']} added notes outside {PITCH_NAMES[key[0]]} {key[1]}",
+              f"{c['beats'] - c['complete']} of {c['beats']} beats without a complete chord"]
+    root, quality, complete = H.final_chord(grid)
+    if root is None:
+        end = "no final chord with all four voices"
+    else:
+        degree = (root - key[0]) % 12
+        where = {0: "the tonic", 7: "the dominant", 5: "the subdominant"}.get(degree, f"{degree} semitones above "
+                                                                                    "the tonic")
+        end = (f"it ends on {PITCH_NAMES[root]} {quality or ''}".rstrip() + f", {where}, "
+               + ("a complete triad" if complete else "an incomplete chord"))
+    return f"{name}: " + ", ".join(faults) + f"; {end}."
+
+
 def cost_reading(rec: dict) -> str:
     """What the masks and the choice among candidates cost or buy in the model's own log-probability."""
     rows = {k: v for k, v in rec["rows"].items() if k != "Bach" and "enc-dec" not in k}

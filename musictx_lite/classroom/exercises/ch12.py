@@ -109,6 +109,11 @@ def exercise_12_1(C: int = 8, n_heads: int = 2, T: int = 7, S: int = 5) -> float
     rel = (cross(x, steps, memory) - mine).abs().max().item()
     print(f"with the relative term on, the package's output moves by {rel:.2f}: S^rel tells a token which "
           "step of the melody is its own")
+    print(f"why ({T}, {S}): a row per query, a raster token, and a column per key, a melody step; the two "
+          "sequences differ in length (a chorale's raster holds 4 tokens per melody step)")
+    print("why no mask: the melody is given whole before sampling starts and none of it is sampled, so no "
+          "token can see an answer it must predict; the raster's own future stays hidden by the causal "
+          "self-attention, and the keys and values here come from the melody alone")
     return gap
 
 
@@ -128,6 +133,16 @@ def exercise_12_2(model: nn.Module, melody: np.ndarray, n_show: int = 8) -> np.n
     same = np.array_equal(grid, harmonise(model, melody, top_k=1, rules="none", candidates=1))
     print(f"harmonise(model, melody, top_k=1, rules=\"none\"), which samples with the cache, gives "
           f"{'the same grid' if same else 'another grid (a near tie of two logits decided by rounding)'}")
+    late = _overwritten(model, torch.as_tensor(soprano)).numpy()      # the soprano written in after the fact
+    lower = np.ones(len(tokens), dtype=bool)
+    lower[0::4] = False                                               # BOS, then the sopranos: not compared
+    differ = int((late[lower] != tokens[lower]).sum())
+    print("why greedy: top_k=1 keeps one token, whose renormalised probability is 1, so every draw returns it "
+          "whatever the seed")
+    print(f"why the soprano first: the alto of a step is predicted from the tokens before it, its soprano "
+          f"among them; let the model write its own soprano and put the melody in afterwards, and "
+          f"{differ} of the {int(lower.sum())} alto, tenor and bass tokens differ: they were chosen under "
+          "another melody")
     show = lambda p: "rest" if p < 0 else note_name(p)
     for v, name in enumerate(("S", "A", "T", "B")):
         print(f"{name}: " + " ".join(f"{show(p):>4s}" for p in grid[:n_show, v]))
@@ -153,6 +168,12 @@ def exercise_12_3(model: nn.Module, piece: Piece, n_steps: int = 16, t: int = 8)
     print(f"  the logits of positions 0..{p - 1} move by {full:.2e} through the new memory, and by {decoder:.2e} "
           "with the old memory: the decoder itself is causal")
     print(f"the alto of step {t + 1} changed instead (token {p + 1}): the logits before it move by {alto:.2e}")
+    print(f"which is zero: the decoder's move with the old memory ({decoder:.1e}). Its self-attention is "
+          "causal, so positions before the change never read the changed tokens, and the memory it reads is "
+          "the old melody's")
+    print(f"the path when the memory follows: the encoder has no mask, so every step's memory moves with the "
+          f"melody's future; each raster position reads the memory through cross-attention's keys and values "
+          f"(the {full:.1e} above), whereas a changed alto reaches no earlier position ({alto:.1e})")
     return out
 
 
