@@ -404,18 +404,17 @@ def cadence_reading(rec: dict, melodies: str = "unknown tunes") -> str:
     base = rows.get("plain T=1", {}).get(melodies, {}).get("final_root")
     verdict = ""
     if plain and base:
-        verdict = {"above": " Seeing where the melody goes, the encoder-decoder ends on Bach's root more often "
-                            "than the decoder: the end of the melody is in view.",
-                   "below": " The encoder-decoder ends on Bach's root less often than the decoder, although it sees "
-                            "where the melody goes: its training (the decoder frozen, a CPU budget) did not teach "
-                            "it the cadence.",
+        verdict = {"above": " Sampled plain, the encoder-decoder, which sees where the melody goes, ends on Bach's "
+                            "root more often than the decoder.",
+                   "below": " Sampled plain, the encoder-decoder ends on Bach's root less often than the decoder, "
+                            "although it sees where the melody goes.",
                    "within": " Sampled plain, the two end on Bach's root about equally often (the intervals "
-                             "overlap): seeing where the melody goes has not taught this encoder-decoder, trained "
-                             "with the decoder frozen on a CPU budget, the cadence; the final-chord rule does what "
-                             "it does not."}[_versus(plain, base)]
+                             "overlap): this encoder-decoder (the decoder frozen, trained on a CPU budget) does not "
+                             "show its view of the melody's end at the final chord, and why is not tested here. "
+                             "The final-chord rule does for both what neither does plain."}[_versus(plain, base)]
     return ("Where the encoder-decoder should help, at the final chord (encoder-decoder against decoder, "
             f"on the {rec['unknown_tunes'] if melodies == 'unknown tunes' else rec['pieces']} test melodies, "
-            "3 seeds each): " + "; ".join(said) + "." + verdict)
+            f"{len(rows['enc-dec plain T=1']['seeds'])} seeds each): " + "; ".join(said) + "." + verdict)
 
 
 def temperature_reading(rec: dict, melodies: str = "unknown tunes") -> str:
