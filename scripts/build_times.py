@@ -7,9 +7,11 @@ lecturer's guide.
 The book build executes each chapter and keeps its execution time in its cache (``_build/.jupyter_cache``).
 ``--note`` appends one build to ``results/book-builds.json``: the seconds of every chapter whose current
 source the cache holds, with the machine, the commit, the versions, the date and what else ran beside it.
-``--guide`` rewrites the time table of ``book/lecturers.md``: per chapter, the range of its CPU times over
+``--guide`` rewrites the two time tables of ``book/lecturers.md``: per chapter, the range of its CPU times over
 the recorded builds, with the machine named, and the estimated T4 minutes of the gpu profile's training
-(``classroom.chapter.chapter_minutes``). ``tests/book/test_build_times.py`` checks the guide against both.
+(``classroom.chapter.chapter_minutes``); per week of the twelve-week plan, each chapter's median over the builds,
+the same estimate, and the TA hours (an estimate, ``WEEKS``). ``tests/book/test_build_times.py`` checks the guide
+against both.
 """
 from __future__ import annotations
 
@@ -27,6 +29,11 @@ RECORD = ROOT / "results" / "book-builds.json"
 GUIDE = ROOT / "book" / "lecturers.md"
 CACHE = ROOT / "_build" / ".jupyter_cache"
 LECTURE = {0: ("60 min", "60 min")}                       # the rest: 90 min lecture, 60 min lab
+# the twelve-week plan: its chapters per week, and the TA hours for one TA and 60 students, an estimate (2 h of lab,
+# 1 h online, marking 60 submissions at 3 min each where checkers test most answers, 5 min where most are written;
+# week 1 adds 1 h of help with Colab): the guide states these assumptions
+WEEKS = {1: ((0, 1), 9), 2: ((2, 3), 8), 3: ((4,), 6), 4: ((5,), 8), 5: ((6,), 6), 6: ((7,), 8), 7: ((8,), 8),
+         8: ((9,), 6), 9: ((10,), 6), 10: ((11,), 6), 11: ((12,), 6), 12: ((13,), 6)}
 
 
 def machine() -> str:
@@ -101,11 +108,39 @@ def table(builds: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cpu_median(builds: list[dict], chapter: str) -> str:
+    """The chapter's median time over the builds that ran it, and over how many."""
+    values = sorted(b["chapters"][chapter] for b in builds if chapter in b["chapters"])
+    if not values:
+        return "not measured"
+    mid = len(values) // 2
+    median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    return f"{fmt(median)} ({len(values)} build{'s' * (len(values) > 1)})"
+
+
+def week_table(builds: list[dict]) -> str:
+    """The twelve-week plan's times: per week, each chapter's median CPU time over the recorded builds, the gpu
+    profile's estimated T4 training minutes, and the TA hours (an estimate, ``WEEKS``)."""
+    from musictx_lite.classroom.chapter import chapter_minutes
+
+    t4 = chapter_minutes("gpu")
+    stems = {int(p.stem.split("_")[0]): p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+    lines = ["| week | chapters | CPU, cpu profile (measured: median of the builds) | "
+             "T4, gpu profile training (estimated) | TA hours (estimate) |", "|---|---|---|---|---|"]
+    for week, (chapters, hours) in WEEKS.items():
+        cpu = "; ".join(cpu_median(builds, stems[n]) for n in chapters)
+        gpu = "; ".join(f"{t4[n]:.1f} min" if t4[n] else "no training" for n in chapters)
+        lines.append(f"| {week} | {'; '.join(map(str, chapters))} | {cpu} | {gpu} | {hours} |")
+    return "\n".join(lines)
+
+
 def rewrite_guide(builds: list[dict], guide: Path = GUIDE) -> None:
     text = guide.read_text()
-    start = text.index("| chapter | lecture | lab |")
-    end = text.index("\n\n", start)
-    guide.write_text(text[:start] + table(builds) + text[end:])
+    for head, make in (("| chapter | lecture | lab |", table), ("| week | chapters | CPU,", week_table)):
+        start = text.index(head)
+        end = text.index("\n\n", start)
+        text = text[:start] + make(builds) + text[end:]
+    guide.write_text(text)
 
 
 def main(argv: list[str] | None = None) -> int:
