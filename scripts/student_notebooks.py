@@ -43,8 +43,18 @@ def is_stub(cell: dict) -> bool:
     return cell["cell_type"] == "code" and "".join(cell["source"]).lstrip().startswith("# Your solution here")
 
 
+# the full chapter's install cell also installs the book's solutions (book/solutions) for its solution cells
+SOLUTIONS_LINE = re.compile(r'^ *sol = f"musictx-solutions @ .*\n', re.M)
+
+
+def without_solutions_install(source: str) -> str:
+    """The install cell as a student gets it: the musictx-lite package alone, never the book's solutions."""
+    return SOLUTIONS_LINE.sub("", source).replace(' "{sol}"', "")
+
+
 def student_version(nb: dict) -> dict:
-    """The chapter ``nb`` without solution cells, without outputs, with a note under the title."""
+    """The chapter ``nb`` without solution cells, without outputs, with a note under the title; its install cell
+    installs the package alone, not the book's solutions."""
     out = copy.deepcopy(nb)
     cells = []
     for cell in out["cells"]:
@@ -52,6 +62,7 @@ def student_version(nb: dict) -> dict:
             continue
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
+            cell["source"] = without_solutions_install("".join(cell["source"]))
         else:
             checkers = any("musictx_lite.classroom.checkers import" in "".join(c["source"]) for c in out["cells"])
             paragraph = STUDENT_PARAGRAPH + (CHECKER_SENTENCE if checkers else "")

@@ -14,10 +14,10 @@ In Colab (or any notebook), once your answer runs::
 checker passes and what it expects back. ``checkers_for(5)`` lists a chapter's
 checkers; ``CHECKERS`` maps "5.1" to ``check_5_1``.
 
-Each checker sits beside the chapter's reference solution, in
-``musictx_lite.classroom.exercises`` (``ch5.py`` holds ``exercise_5_1`` and ``check_5_1``),
-and compares your function or module with it (or the package module the chapter built) on small
-random inputs with fixed seeds, prints one line (two when your code raised:
+Each checker sits in ``musictx_lite.classroom.checks`` (``ch5.py`` holds ``check_5_1``) and
+compares your function or module with the package module the chapter built, or with values the book's
+reference solution computed once and stored as numbers (the reference code is not in this package),
+on small random inputs with fixed seeds, prints one line (two when your code raised:
 the second says where), and returns True or False. It never raises on a wrong
 answer. A class is built on the CPU; an instance is checked on its own device
 (CUDA in Colab) and left as it was; your random state is not touched.
@@ -26,17 +26,17 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .exercises.ch1 import check_1_1
-from .exercises.ch3 import check_3_1, check_3_2
-from .exercises.ch4 import check_4_1, check_4_2
-from .exercises.ch5 import check_5_1
-from .exercises.ch6 import check_6_2, check_6_3
-from .exercises.ch8 import check_8_1
-from .exercises.ch9 import check_9_1, check_9_2, check_9_3
-from .exercises.ch10 import check_10_1, check_10_2, check_10_3
-from .exercises.ch11 import check_11_1, check_11_2
-from .exercises.ch12 import check_12_1, check_12_2, check_12_3
-from .exercises.ch13 import check_13_1, check_13_2, check_13_3
+from .checks.ch1 import check_1_1
+from .checks.ch3 import check_3_1, check_3_2
+from .checks.ch4 import check_4_1, check_4_2
+from .checks.ch5 import check_5_1
+from .checks.ch6 import check_6_2, check_6_3
+from .checks.ch8 import check_8_1
+from .checks.ch9 import check_9_1, check_9_2, check_9_3
+from .checks.ch10 import check_10_1, check_10_2, check_10_3
+from .checks.ch11 import check_11_1, check_11_2
+from .checks.ch12 import check_12_1, check_12_2, check_12_3
+from .checks.ch13 import check_13_1, check_13_2, check_13_3
 
 __all__ = ["CHECKERS", "checkers_for", "check_1_1", "check_3_1", "check_3_2", "check_4_1", "check_4_2",
            "check_5_1", "check_6_2", "check_6_3", "check_8_1", "check_9_1", "check_9_2", "check_9_3", "check_10_1",

@@ -1,15 +1,17 @@
 """What every exercise checker shares: the pass or fail line, the wrapper that turns a check into a
 checker, and the comparisons that explain a wrong answer in one line.
 
-Notebooks: the "Exercises" sections. The checkers themselves sit beside their
-reference solutions, one module per chapter (``exercises/ch5.py`` holds
-``exercise_5_1`` and ``check_5_1``); ``classroom.checkers`` lists them all.
+Notebooks: the "Exercises" sections. The checkers themselves are one module per chapter
+(``checks/ch5.py`` holds ``check_5_1``); ``classroom.checkers`` lists them all. They hold no
+reference solution: those are the book's (``book/solutions``), and where a checker needs a value only
+a reference gives, it reads the number stored in ``checks/expected.json`` (``expected``).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
+import json
 import math
 import os
 import traceback
@@ -19,6 +21,16 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn as nn
+
+EXPECTED = Path(__file__).parent / "checks" / "expected.json"
+
+
+@functools.lru_cache(maxsize=None)
+def expected(chapter: int) -> dict:
+    """The values chapter ``chapter``'s checkers compare with, where only a reference solution gives them: computed
+    by the book's solutions on the checkers' seeded inputs (``python -m musictx_solutions.expected``), stored as
+    numbers."""
+    return json.loads(EXPECTED.read_text())[str(chapter)]
 
 
 class Fail(Exception):
@@ -62,7 +74,7 @@ def msg(e: BaseException) -> str:
 
 
 LIBRARY = tuple(os.path.dirname(os.path.abspath(m.__file__)) for m in (torch, np, contextlib)) + (
-    str(Path(__file__).resolve().parents[2]),)                   # torch, numpy, the stdlib, this package
+    str(Path(__file__).resolve().parents[1]),)                   # torch, numpy, the stdlib, this package
 
 
 def where(e: BaseException) -> str | None:

@@ -479,14 +479,13 @@ def cost_reading(rec: dict) -> str:
 
 def folk_table(rec: dict) -> str:
     """Each folk tune's metre, upbeat and key, and where its harmonisations (one per seed) end."""
-    names = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
     by_tune: dict = {}
     for r in rec["folk"]:
         by_tune.setdefault((r["number"], r["title"], r["metre"], r["pickup"], tuple(r["key"])), []).append(r)
     lines = [f"{'no.':>4s} {'title':<42s} {'metre':>5s} {'upbeat':>6s} {'key':>9s}  endings (seeds)"]
     for (number, title, metre, pickup, key), rs in by_tune.items():
         ends = "; ".join(f"{r['ends']}{'' if r['final'][2] else ' (incomplete)'}" for r in rs)
-        lines.append(f"{number:4d} {title.title()[:42]:<42s} {metre:>5s} {pickup / 4:5g}q {names[key[0]]:>3s} "
+        lines.append(f"{number:4d} {title.title()[:42]:<42s} {metre:>5s} {pickup / 4:5g}q {PITCH_NAMES[key[0]]:>3s} "
                      f"{key[1]:<5s}  {ends}")
     return "\n".join(lines)
 

@@ -17,6 +17,9 @@ several lengths: what dominates the cost of sampling.
 taken, not trained again, so a comparison too long for one machine's session
 goes on from the committed ledger on the next one, and two processes can fill
 one ledger with different models.
+
+``paired_bootstrap`` puts a 95% interval over pieces on the difference between
+two models' NLL per token: whether the pieces resolve it.
 """
 from __future__ import annotations
 
@@ -377,7 +380,7 @@ def compare_seeds(data: Splits, profile: Profile | str | None = None, seeds=(0, 
     """Train each model of ``names`` (default: all of ``compared()``) once per seed at its ``budget``; score each
     run on every validation and test piece. Returns the results file's content: ``profile``, ``seeds``,
     ``pieces`` (tokens per valid and test piece) and, per model and seed, ``valid_nll``, ``test_nll``,
-    ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: exercise 11.1),
+    ``valid_pieces`` and ``test_pieces`` (summed NLL per piece, for a bootstrap over pieces: ``paired_bootstrap``),
     ``steps``, ``best_step``, ``seconds`` and ``params``. Runs go to ``out_dir/seed-<s>/<name>`` and resume.
 
     With ``ledger`` (a folder), a run already there is taken as it is, and each run finished here is written
@@ -438,6 +441,22 @@ def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, counts: np.ndarray, n: int = 2000,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """NLL per token of model a minus model b over the pieces, and a 95% bootstrap interval over pieces
+    (chapter 11: is a difference between two models of the comparison real?).
+
+    ``a``, ``b``: summed NLL per piece of the two models, on the same pieces; ``counts``: tokens per
+    piece. Each resample draws pieces with replacement and keeps both models' scores of a piece
+    together (paired), so what a piece makes hard for both cancels.
+    """
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(counts), (n, len(counts)))                 # (n, pieces)
+    diffs = (a[idx] - b[idx]).sum(1) / counts[idx].sum(1)                # (n,)
+    lo, hi = np.quantile(diffs, [0.025, 0.975])
+    return float((a - b).sum() / counts.sum()), float(lo), float(hi)
+
+
 def format_seeds(results: dict) -> str:
     """The results file as a table: per model, its mean valid and test NLL over seeds with 95% intervals."""
     rows = []
@@ -452,8 +471,8 @@ def format_seeds(results: dict) -> str:
 def seed_ranking(results: dict, split: str = "valid") -> list[dict]:
     """The results file's models, best mean NLL on ``split`` first: per model ``name``, ``mean``, ``low`` and
     ``high`` (``seed_interval``), ``tied`` (its interval overlaps the best model's: the seeds do not rank
-    the two) and ``pieces`` (summed NLL per piece, the mean over seeds: what a paired bootstrap over
-    pieces resamples, with ``results["pieces"][split]`` as the token counts)."""
+    the two) and ``pieces`` (summed NLL per piece, the mean over seeds: what ``paired_bootstrap`` resamples,
+    with ``results["pieces"][split]`` as the token counts)."""
     rows = []
     for name, runs in results["models"].items():
         mean, low, high = seed_interval([r[f"{split}_nll"] for r in runs])

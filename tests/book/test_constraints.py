@@ -138,7 +138,10 @@ def test_the_install_cell_holds_its_one_pip_install_to_the_runtimes_own_versions
     cs = [args[i + 1] for i, a in enumerate(args) if a == "-c"]
     assert cs == ["/tmp/colab-has.txt", ns["pins"]], line
     wanted = [a for i, a in enumerate(args[2:], 2) if not a.startswith("-") and args[i - 1] != "-c"]
-    assert wanted == [f"musictx-lite[audio] @ git+{url}@{branch}"], line
+    # the package, and the book's solutions for the chapter's solution cells (a student notebook installs the
+    # package alone: tests/classroom/test_no_solutions.py)
+    assert wanted == [f"musictx-lite[audio] @ git+{url}@{branch}",
+                      f"musictx-solutions @ git+{url}@{branch}#subdirectory=book/solutions"], line
 
 
 @needs_snapshot

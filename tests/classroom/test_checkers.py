@@ -9,12 +9,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import VIRTUAL_DEVICE  # noqa: E402
+from musictx_solutions import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11, ch12, ch13
 from virtual_device import VirtualDevice  # tests/virtual_device.py
 
 from musictx_lite import ModelConfig, build_model
 from musictx_lite.classroom import checkers
 from musictx_lite.classroom.checkers import CHECKERS, checkers_for
-from musictx_lite.classroom.exercises import ch1, ch3, ch4, ch5, ch6, ch8, ch9, ch10, ch11, ch12, ch13
 from musictx_lite.models.attention import CausalHead, Head, MultiHeadAttention, attention, causal_mask
 from musictx_lite.models.fnet import causal_fft_conv
 from musictx_lite.models.positions import LearnedPositions, sinusoids
@@ -39,7 +39,7 @@ REFERENCES = {
     "6.3": (ch6.VoicePositions,),
     "8.1": (skew, ch8.skew_unmasked), "9.1": (ch9.keys_per_query,), "9.2": (ch9.reach,), "9.3": (ch9.my_skew_local,),
     "10.1": (ch10.fourier_by_matmul,), "10.2": (ch10.fft_conv_n,), "10.3": (ch10.cached_logits,),
-    "11.1": (ch11.paired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
+    "11.1": (ch11.unpaired_bootstrap,), "11.2": (ch11.fit_cost, ch11.predicted_speedup),
     "12.1": (ch12.cross_attention,), "12.2": (ch12.harmonise_greedy,), "12.3": (ch12.future_moves,),
     "13.1": (ch13.time_shifts,), "13.2": (ch13.sustain,), "13.3": (ch13.transpose_events,),
 }
@@ -246,21 +246,20 @@ def _cached_without_final_norm(model, tokens, prefill=1):
     return torch.cat(out)
 
 
-def _bootstrap_unpaired(a, b, counts, n=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    i, j = rng.integers(0, len(counts), (2, n, len(counts)))
-    d = a[i].sum(1) / counts[i].sum(1) - b[j].sum(1) / counts[j].sum(1)
-    lo, hi = np.quantile(d, [0.025, 0.975])
+def _bootstrap_paired_other_draws(a, b, counts, n=2000, seed=0):
+    rng = np.random.default_rng(seed + 1)
+    idx = rng.integers(0, len(counts), (n, len(counts)))
+    lo, hi = np.quantile((a[idx] - b[idx]).sum(1) / counts[idx].sum(1), [0.025, 0.975])
     return (a - b).sum() / counts.sum(), lo, hi
 
 
 def _bootstrap_unweighted(a, b, counts, n=2000, seed=0):
-    _, lo, hi = ch11.paired_bootstrap(a, b, counts, n, seed)
+    _, lo, hi = ch11.unpaired_bootstrap(a, b, counts, n, seed)
     return float(((a - b) / counts).mean()), lo, hi
 
 
 def _bootstrap_unseeded(a, b, counts, n=2000, seed=0):
-    return ch11.paired_bootstrap(a, b, counts, n, seed=None)
+    return ch11.unpaired_bootstrap(a, b, counts, n, seed=None)
 
 
 def _fit_polyfit_order(rows, mode, degree):
@@ -343,7 +342,7 @@ def _raise(*args, **kwargs):
 PLANTED = [
     ("1.1", (NoMask,), "not causal"),
     ("1.1", (ColumnSoftmax,), "rows do not sum to 1"),
-    ("1.1", (NoTanh,), "the weight tensor differs from the reference AdditiveAttention with your weights by"),
+    ("1.1", (NoTanh,), "differs from the reference AdditiveAttention with the same seeded weights by"),
     ("1.1", (ContextsOnly,), "should return (contexts, weights), got Tensor"),
     ("1.1", (Raises,), "your module raised RuntimeError: a bug in my forward"),
     ("3.1", (CausalHead,), "does not see t + 1"),
@@ -391,7 +390,8 @@ PLANTED = [
     ("10.2", (lambda u, h: causal_fft_conv(u, h),), "your function with n = 31 raised TypeError"),
     ("10.3", (_cached_without_cache,), "the mixer of block 0 got [1, 2, 3, 4, 5, 6, 7, 8, ...] tokens per call"),
     ("10.3", (_cached_without_final_norm,), "the logit matrix differs from one full call of the model by"),
-    ("11.1", (_bootstrap_unpaired,), "are both models' scores of a piece drawn together?"),
+    ("11.1", (ch11.paired_bootstrap,), "is the paired bootstrap's"),
+    ("11.1", (_bootstrap_paired_other_draws,), "is as narrow as the paired bootstrap's"),
     ("11.1", (_bootstrap_unweighted,), "it matches the unweighted mean"),
     ("11.1", (_bootstrap_unseeded,), "two calls with seed=0 give different intervals"),
     ("11.2", (_fit_polyfit_order,), "highest power first: reverse it"),
@@ -514,8 +514,8 @@ def test_a_right_answer_in_another_layout_or_mode_passes(capsys):
 def test_a_90_percent_interval_is_not_the_95_percent_one(capsys):
     def bootstrap_90(a, b, counts, n=2000, seed=0):
         rng = np.random.default_rng(seed)
-        idx = rng.integers(0, len(a), (n, len(a)))
-        s = (a[idx] - b[idx]).sum(1) / counts[idx].sum(1)
+        i, j = rng.integers(0, len(a), (2, n, len(a)))                     # unpaired: one draw per model
+        s = a[i].sum(1) / counts[i].sum(1) - b[j].sum(1) / counts[j].sum(1)
         return (a - b).sum() / counts.sum(), np.percentile(s, 5), np.percentile(s, 95)
 
     ok, out = run(capsys, "11.1", bootstrap_90)

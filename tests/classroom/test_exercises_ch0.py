@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
+from musictx_solutions import exercise_0_3
 
-from musictx_lite.classroom.exercises import exercise_0_3
 from musictx_lite.io.tokens import encode
 from musictx_lite.study.baselines import TwoTokens
 

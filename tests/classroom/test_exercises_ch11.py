@@ -1,18 +1,19 @@
 import numpy as np
 import pytest
 import torch
-
-from musictx_lite import ModelConfig, build_model, evaluate_nll
-from musictx_lite.classroom.exercises import exercise_11_1, exercise_11_2, exercise_11_3
-from musictx_lite.classroom.exercises.ch11 import (
+from musictx_solutions import exercise_11_1, exercise_11_2, exercise_11_3
+from musictx_solutions.ch11 import (
     fit_cost,
     out_of_range_mass,
-    paired_bootstrap,
     piece_nlls,
     predicted_speedup,
     sample_ms,
+    unpaired_bootstrap,
 )
+
+from musictx_lite import ModelConfig, build_model, evaluate_nll
 from musictx_lite.io.stats import STATS
+from musictx_lite.study.compare import paired_bootstrap
 
 TINY = ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=32)
 
@@ -38,11 +39,25 @@ def test_paired_bootstrap():
     assert lo < diff < hi and hi - lo > 0.05
 
 
+def test_unpaired_bootstrap_is_wider_when_pieces_differ():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(50, 200, 30)
+    hard = rng.uniform(0.5, 2.0, 30)                                       # pieces differ a lot
+    a, b = hard * counts, (hard + 0.05 + rng.normal(0, 0.02, 30)) * counts
+    diff, lo, hi = unpaired_bootstrap(a, b, counts)
+    pdiff, plo, phi = paired_bootstrap(a, b, counts)
+    assert diff == pdiff == pytest.approx(-0.05, abs=0.01)
+    assert lo < diff < hi and hi - lo > 4 * (phi - plo)                    # pairing cancels the pieces' difficulty
+    assert unpaired_bootstrap(a, b, counts) == (diff, lo, hi)              # seeded
+    assert unpaired_bootstrap(b + 0.1 * counts, b, counts)[0] == pytest.approx(0.1)
+
+
 def test_exercise_11_1_same_model_is_no_difference(chorales):
     torch.manual_seed(0)
     model = build_model("lstm", TINY)
     out = exercise_11_1(model, model, chorales.valid[:4], n=200)
     assert out["diff"] == 0 and not out["real"]
+    assert out["low"] == out["high"] == 0 and out["unpaired_low"] < 0 < out["unpaired_high"]
 
 
 def test_cost_fit_and_predicted_speedup(capsys):

@@ -1,17 +1,11 @@
 import numpy as np
 import pytest
 import torch
+from musictx_solutions import exercise_12_1, exercise_12_2, exercise_12_3
+from musictx_solutions.ch12 import cross_attention, future_moves, harmonise_greedy
 
 from musictx_lite import ModelConfig, build_model, generate
-from musictx_lite.classroom.exercises import exercise_12_1, exercise_12_2, exercise_12_3
-from musictx_lite.classroom.exercises.ch12 import (
-    check_12_1,
-    check_12_2,
-    check_12_3,
-    cross_attention,
-    future_moves,
-    harmonise_greedy,
-)
+from musictx_lite.classroom.checks.ch12 import check_12_1, check_12_2, check_12_3
 from musictx_lite.engine.harmonise import harmonise, melody_tokens
 from musictx_lite.io.tokens import BOS, HOLD, MASK, PAD, encode
 from musictx_lite.models.harmoniser import CrossAttention
@@ -53,6 +47,20 @@ def test_check_12_1_fails_a_causal_mask_and_keys_from_x(capsys):
     assert "keys and values from x" in capsys.readouterr().out
 
 
+def test_check_12_1_names_the_mistakes_it_stores_or_builds_from_the_package(capsys):
+    def over_queries(x, memory, Wq, Wk, Wv, n_heads):                # the stored mistake
+        (B, T, C), S, hs = x.shape, memory.shape[1], x.shape[-1] // n_heads
+        q = (x @ Wq).view(B, T, n_heads, hs).transpose(1, 2)
+        k, v = ((memory @ W).view(B, S, n_heads, hs).transpose(1, 2) for W in (Wk, Wv))
+        return ((q @ k.transpose(-2, -1) / hs ** 0.5).softmax(-2) @ v).transpose(1, 2).reshape(B, T, C)
+
+    assert not check_12_1(over_queries)
+    assert "it matches a softmax over the queries, not the keys" in capsys.readouterr().out
+    assert not check_12_1(lambda x, m, Wq, Wk, Wv, nh: cross_attention(x, m, Wq * (x.shape[-1] // nh) ** 0.5,
+                                                                       Wk, Wv, nh))
+    assert "it matches no 1/sqrt(d) scale" in capsys.readouterr().out
+
+
 def test_harmonise_greedy_is_generate_at_top_k_1(chorales):
     torch.manual_seed(0)
     for name in ("relative", "harmoniser"):
@@ -90,6 +98,19 @@ def test_check_12_2_fails_a_melody_pasted_over_afterwards(capsys):
     harmoniser = build_model("harmoniser", TINY)
     assert check_12_2(harmonise_greedy, harmoniser)                         # passes it the whole melody
     assert not check_12_2(_greedy_own_soprano, harmoniser)
+    assert not check_12_2(lambda model, soprano: harmonise_greedy(_Plain(model), soprano), harmoniser)
+    assert "a harmoniser that read only the melody so far" in capsys.readouterr().out
+
+
+class _Plain(torch.nn.Module):
+    """A harmoniser that harmonise_greedy takes for a causal decoder: called without the whole melody."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.context, self.task = model, model.context, None
+
+    def forward(self, idx):
+        return self.model(idx)
 
 
 def test_future_moves_the_encoder_sees_the_future_the_decoder_does_not(chorales):
@@ -114,3 +135,5 @@ def test_check_12_3_fails_a_probe_that_lets_the_memory_follow(capsys):
     assert not check_12_3(unfixed)
     assert "hold the memory of the old one" in capsys.readouterr().out
     assert not check_12_3(future_moves, build_model("relative", TINY))
+    assert check_12_3(future_moves, build_model("harmoniser", TINY))        # the stored numbers, then yours
+    assert "on the small random harmoniser and on yours" in capsys.readouterr().out

@@ -1,16 +1,10 @@
 import numpy as np
 import pytest
 import torch
+from musictx_solutions import exercise_13_1, exercise_13_2, exercise_13_3
+from musictx_solutions.ch13 import sustain, time_shifts, transpose_events
 
-from musictx_lite.classroom.exercises import exercise_13_1, exercise_13_2, exercise_13_3
-from musictx_lite.classroom.exercises.ch13 import (
-    check_13_1,
-    check_13_2,
-    check_13_3,
-    sustain,
-    time_shifts,
-    transpose_events,
-)
+from musictx_lite.classroom.checks.ch13 import check_13_1, check_13_2, check_13_3
 from musictx_lite.io import performance as perf
 from musictx_lite.models.tasks import transposed_events
 

@@ -1,4 +1,4 @@
-from musictx_lite.classroom.exercises import exercise_7_1, exercise_7_2, exercise_7_3
+from musictx_solutions import exercise_7_1, exercise_7_2, exercise_7_3
 
 
 def test_exercise_7_1_counts():

@@ -1,4 +1,8 @@
-from musictx_lite.classroom.exercises import exercise_9_1, exercise_9_2, exercise_9_3
+import torch
+from musictx_solutions import exercise_9_1, exercise_9_2, exercise_9_3
+from musictx_solutions.ch9 import reach
+
+from musictx_lite.classroom.checks.ch9 import _depends
 
 
 def test_exercise_9_1_counts():
@@ -12,3 +16,9 @@ def test_exercise_9_2_reach():
 
 def test_exercise_9_3_skew():
     assert exercise_9_3(N=4)
+
+
+def test_check_9_2s_gradient_probe_is_the_reference_reach():
+    """check_9_2 compares with where the gradient of a stack of local layers is nonzero, not with ``reach``."""
+    for T, N, n in ((12, 3, 1), (24, 4, 2), (24, 4, 3), (10, 2, 5)):
+        assert torch.equal(_depends(T, N, n), reach(T, N, n)), (T, N, n)

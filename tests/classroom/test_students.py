@@ -64,14 +64,14 @@ def test_student_version_has_no_solutions_and_no_outputs_but_every_exercise(path
     book = cells(path)
     student = sn.student_version(nbformat.read(path, as_version=4)).cells
     src = "\n".join(c.source for c in student)
-    assert not re.search(r"exercise_\d+_\d+\(", src) and "musictx_lite.classroom.exercises import" not in src
+    assert not re.search(r"exercise_\d+_\d+\(", src) and "musictx_solutions" not in src
     assert all(not c.outputs and c.execution_count is None for c in student if c.cell_type == "code")
     assert exercises(student) == exercises(book)
     empty = [c for c in student if c.cell_type == "code" and c.source.startswith("# Your solution")]
     assert len(empty) == len(exercises(book))
     assert "hidden in the cell" not in src and "Student version" in student[1].source
     # everything else is the chapter, in order
-    kept = [c.source for c in book if not sn.is_solution(c)]
+    kept = [sn.without_solutions_install(c.source) for c in book if not sn.is_solution(c)]
     assert [c.source for c in student if c.get("id") != "student-version"][:5] == kept[:5]
     assert len(student) == len(kept) + 1
 
@@ -83,7 +83,7 @@ def test_student_version_of_a_planted_chapter():
                                   execution_count=3),
         nbformat.v4.new_markdown_cell("## Exercises\n\nTry each exercise in the empty cell under it. Hidden.\n\nX"),
         nbformat.v4.new_code_cell("# Your solution here."),
-        nbformat.v4.new_code_cell("from musictx_lite.classroom.exercises import exercise_1_1\nexercise_1_1();"),
+        nbformat.v4.new_code_cell("from musictx_solutions import exercise_1_1\nexercise_1_1();"),
     ])
     out = sn.student_version(nb).cells
     assert [c.cell_type for c in out] == ["markdown", "markdown", "code", "markdown", "code"]

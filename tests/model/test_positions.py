@@ -4,9 +4,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
-from musictx_lite import ModelConfig, build_model, encode, load_data
-from musictx_lite.classroom.exercises import (
+from musictx_solutions import (
     exercise_6_1,
     exercise_6_2,
     exercise_6_3,
@@ -14,6 +12,8 @@ from musictx_lite.classroom.exercises import (
     exercise_8_2,
     exercise_8_3,
 )
+
+from musictx_lite import ModelConfig, build_model, encode, load_data
 from musictx_lite.models.positions import lag_similarity, position_nll, sinusoids, voice_accuracy
 
 

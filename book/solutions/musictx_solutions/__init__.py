@@ -1,19 +1,11 @@
-"""from .ch0 import exercise_0_1, exercise_0_2, exercise_0_3
-from .ch1 import AdditiveAttention, exercise_1_1, exercise_1_2, exercise_1_3
-from .ch2 import exercise_2_1, exercise_2_2, exercise_2_3
-from .ch3 import exercise_3_1, exercise_3_2
-from .ch4 import *  # noqa: F401,F403
-from .ch5 import *  # noqa: F401,F403
-from .ch6 import *  # noqa: F401,F403
-from .ch7 import *  # noqa: F401,F403
-from .ch8 import *  # noqa: F401,F403
-from .ch9 import *  # noqa: F401,F403
-from .ch10 import *  # noqa: F401,F403
-from .ch11 import *  # noqa: F401,F403
-from .ch12 import *  # noqa: F401,F403
-from .ch13 import *  # noqa: F401,F403
+"""The reference solutions of the book's exercises and the runners its hidden solution cells call
+(``exercise_5_1()`` and the like), one module per chapter.
 
-__all__ = [n for n in dir() if n.startswith("exercise_")] + ["AdditiveAttention"]
+This package is the book's, not the reader's: it lives in ``book/solutions`` and is installed by
+``scripts/setup-env`` for the book build and the tests, never by a chapter's Colab install cell, and the
+``musictx-lite`` wheel does not hold it. The checkers students call (``musictx_lite.classroom.checkers``)
+hold no reference code: where they need the reference's values, they read the numbers that
+``python -m musictx_solutions.expected`` computed with it.
 """
 from .ch0 import exercise_0_1, exercise_0_2, exercise_0_3
 from .ch1 import AdditiveAttention, exercise_1_1, exercise_1_2, exercise_1_3

@@ -8,10 +8,10 @@ import textwrap
 
 import numpy as np
 
-from ...io.data import Splits, load_data
-from ...io.stats import voice_stats
-from ...io.tokens import VOICES, encode
-from ...study.baselines import SameVoice, TwoTokens
+from musictx_lite.io.data import Splits, load_data
+from musictx_lite.io.stats import voice_stats
+from musictx_lite.io.tokens import VOICES, encode
+from musictx_lite.study.baselines import SameVoice, TwoTokens
 
 
 def exercise_0_1(data: Splits | None = None) -> float:

@@ -9,11 +9,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...device import evaluating, model_device
-from ...io.data import Splits, load_data
-from ...io.tokens import encode
-from ...models.attention import attention_weights
-from . import grading
+from musictx_lite.classroom.checks.ch1 import STORED_C, STORED_D, _hidden_states, _seeded_weights
+from musictx_lite.io.data import Splits, load_data
+from musictx_lite.io.tokens import encode
+from musictx_lite.models.attention import attention_weights
 
 
 class AdditiveAttention(nn.Module):
@@ -57,9 +56,9 @@ def exercise_1_2(model: nn.Module, prompt: np.ndarray, temperatures=(0.5, 1.0, 1
     continuations per temperature (seeds ``seed`` ...), with a bootstrap interval
     over them: one short sample cannot rank temperatures that lie close.
     """
-    from ...engine.sample import generate
-    from ...io.stats import bootstrap_interval, voice_stats
-    from ...io.tokens import decode
+    from musictx_lite.engine.sample import generate
+    from musictx_lite.io.stats import bootstrap_interval, voice_stats
+    from musictx_lite.io.tokens import decode
 
     data = data or load_data()
 
@@ -122,73 +121,12 @@ def exercise_1_3(model: nn.Module, data: Splits | None = None, max_lag: int = 12
     return mass
 
 
-# ----------------------------------------------------------------------------- checkers
-
-@grading.checker
-def check_1_1(attention, C: int | None = None) -> str:
-    """Exercise 1.1: additive attention, e_ij = v^T tanh(h_i W_1 + h_j W_2), causal.
-
-    ``attention``: your nn.Module class, built here as ``attention(C)`` (C = 16) on the CPU, or an
-    instance (checked on its device; C is its first Linear's input width unless you pass C=...).
-    ``forward(h)`` takes hidden states (B, T, C) and returns ``(contexts, weights)``: contexts
-    (B, T, C), each the weighted sum of h, and weights (B, T, T).
-
-    Checks, for T = 1 and 9: the shapes, weights >= 0, rows sum to 1, zero above the diagonal,
-    contexts = weights @ h, and that changing h after t leaves everything up to t as it was. If your
-    parameters are named like the reference's (``W1``, ``W2``: nn.Linear(C, d, bias=False), ``v``:
-    nn.Linear(d, 1, bias=False)), also that your module equals ``exercises.AdditiveAttention`` with
-    your weights. Returns True or False.
-    """
-    C = C or (grading.width(attention, 16) if isinstance(attention, nn.Module) else 16)
-    m = grading.instance(attention, (C,), f"({C})")
-    dev = model_device(m)
-    g = torch.Generator().manual_seed(0)
-
-    def run(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = grading.call("your module", m, h.to(dev))
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise grading.Fail(f"your module should return (contexts, weights), got {type(out).__name__}")
-        return grading.tensor("the contexts", out[0]).double(), grading.tensor("the weights", out[1]).double()
-
-    with evaluating(m), torch.no_grad():
-        for T in (1, 9):
-            h = torch.randn(2, T, C, generator=g)                          # (B, T, C)
-            ctx, w = run(h)
-            for what, x, shape in (("the contexts", ctx, (2, T, C)), ("the weights", w, (2, T, T))):
-                if tuple(x.shape) != shape:
-                    raise grading.Fail(f"{what} have shape {tuple(x.shape)} for h of shape {(2, T, C)}, "
-                                       f"expected {shape}")
-            if w.min() < -1e-6:
-                raise grading.Fail(f"weights are negative: min {w.min().item():.3g} (T = {T})")
-            rows = w.sum(-1)                                                # (B, T)
-            if (rows - 1).abs().max() > 1e-5:
-                b, i = np.unravel_index(int((rows - 1).abs().argmax()), tuple(rows.shape))
-                raise grading.Fail(f"rows do not sum to 1: row {i} sums to {rows[b, i].item():.4f} (T = {T}); "
-                            f"take the softmax over the keys, the last axis")
-            future = w.triu(1).abs()
-            if future.max() > 1e-6:
-                b, i, j = np.unravel_index(int(future.argmax()), tuple(future.shape))
-                raise grading.Fail(f"not causal: query {i} gives the later key {j} weight {w[b, i, j].item():.3f} "
-                                   f"(T = {T})")
-            grading.close(f"the context tensor (T = {T})", ctx, w @ h.double(), 1e-5, ref="weights @ h")
-        t = 4                                                               # change h after t
-        h2 = h.clone()
-        h2[:, t + 1:] = torch.randn(2, T - t - 1, C, generator=g)
-        ctx2, w2 = run(h2)
-        moved = max((ctx2 - ctx)[:, : t + 1].abs().max().item(), (w2 - w)[:, : t + 1].abs().max().item())
-        if moved > 1e-5:
-            raise grading.Fail(f"not causal: changing h after t = {t} moves the contexts or weights up to t by "
-                               f"{moved:.2e}")
-        note = "parameters not named like the reference's (W1, W2, v): invariants only"
-        sd = m.state_dict()
-        if set(sd) == {"W1.weight", "W2.weight", "v.weight"} and sd["W1.weight"].shape[1] == C:
-            ref = AdditiveAttention(C, sd["W1.weight"].shape[0])
-            grading.call("loading your weights into the reference", ref.load_state_dict,
-                         {k: v.cpu() for k, v in sd.items()})
-            ref_ctx, ref_w = ref(h.float())
-            grading.close("the weight tensor", w, ref_w, 1e-5, ref="the reference AdditiveAttention with your weights")
-            grading.close("the context tensor", ctx, ref_ctx, 1e-5,
-                          ref="the reference AdditiveAttention with your weights")
-            note = "equals the reference AdditiveAttention with your weights"
-    return (f"shapes, weights >= 0, rows sum to 1, causal, contexts = weights @ h, for T = 1 and 9; "
-            f"{note}")
+def expected() -> dict:
+    """What ``check_1_1`` compares with (``musictx_solutions.expected``): the weights (2, 9, 9) of the reference
+    AdditiveAttention(16) with the checker's seeded W1, W2, v, on the checker's hidden states for T = 9."""
+    att = AdditiveAttention(STORED_C, STORED_D)
+    att.load_state_dict(_seeded_weights(STORED_C, STORED_D))
+    h = _hidden_states(STORED_C, torch.Generator().manual_seed(0))[9]     # (2, 9, C)
+    with torch.no_grad():
+        _, weights = att(h)
+    return {"weights": weights.tolist()}

@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...io.data import Splits, load_data
-from ...io.tokens import VOICES
-from ...models.fill import all_steps, fill_logits
+from musictx_lite.io.data import Splits, load_data
+from musictx_lite.io.tokens import VOICES
+from musictx_lite.models.fill import all_steps, fill_logits
 from .ch0 import same_voice_nll
 
 __all__ = ["exercise_2_1", "exercise_2_2", "exercise_2_3"]

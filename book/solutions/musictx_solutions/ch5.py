@@ -8,17 +8,15 @@ import textwrap
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from ...device import evaluating, model_device
-from ...io.data import Splits, load_data
-from ...models.blocks import LayerNorm
-from ...models.config import ModelConfig
-from ...models.registry import build_model, n_params
-from ...models.tasks import Crops, token_nll
-from . import grading
+from musictx_lite.classroom.checks.ch5 import STORED_C, _inputs
+from musictx_lite.io.data import Splits, load_data
+from musictx_lite.models.blocks import LayerNorm
+from musictx_lite.models.config import ModelConfig
+from musictx_lite.models.registry import build_model, n_params
+from musictx_lite.models.tasks import Crops, token_nll
 
-__all__ = ["RMSNorm", "exercise_5_1", "exercise_5_2", "exercise_5_3", "check_5_1"]
+__all__ = ["RMSNorm", "exercise_5_1", "exercise_5_2", "exercise_5_3"]
 
 
 class RMSNorm(nn.Module):
@@ -110,51 +108,11 @@ def exercise_5_3(widths=(64, 192, 512), n_layers: int = 4, vocab_size: int = 54)
     return out
 
 
-# ----------------------------------------------------------------------------- checkers
-
-@grading.checker
-def check_5_1(norm, C: int | None = None) -> str:
-    """Exercise 5.1: RMSNorm, x / sqrt(mean(x^2) + eps) * gamma over the last axis.
-
-    ``norm``: your nn.Module class, built here as ``norm(C)`` (C = 16) on the CPU, or an instance
-    (checked on its device, C read from its gamma, its parameters restored afterwards). It maps
-    (..., C) to (..., C) and has one learned vector gamma of C values (no beta).
-
-    Checks: C parameters; with random gamma, the output changes when 10 is added to every feature of a
-    token (LayerNorm's would not); on zero-mean tokens it equals LayerNorm with the same gamma; and it
-    equals the reference ``exercises.RMSNorm`` (within 1e-4) on inputs of shapes (2, 5, C), (3, C),
-    (2, 2, 3, C). Returns True or False.
-    """
-    C = C or (grading.width(norm, 16) if isinstance(norm, nn.Module) else 16)
-    m = grading.instance(norm, (C,), f"({C})")
-    params = list(m.parameters())
-    if n_params(m) != C or len(params) != 1:
-        extra = " (gamma and beta: that is LayerNorm's)" if n_params(m) == 2 * C else ""
-        raise grading.Fail(f"your module has {n_params(m)} parameters in {len(params)} tensors{extra}; RMSNorm has "
-                    f"C = {C}, one gamma")
-    dev, g = model_device(m), torch.Generator().manual_seed(0)
-    run = lambda x: grading.tensor("the output", grading.call("your module", m, x.to(dev))).double()
-    with grading.randomised(m, seed=1, mean=1.0), evaluating(m), torch.no_grad():
-        gamma = params[0].detach().cpu().reshape(C)
-        ref = RMSNorm(C)
-        ref.gamma.copy_(gamma)
-        x = 3 * torch.randn(2, 5, C, generator=g) + 1                       # (B, T, C)
-        shift = (run(x + 10.0) - run(x)).abs().max().item()
-        if shift < 1e-2:
-            raise grading.Fail(f"the output does not change when 10 is added to every feature "
-                        f"(max change {shift:.1e}): "
-                        f"it subtracts the mean, as LayerNorm does")
-        for shape in ((2, 5, C), (3, C), (2, 2, 3, C)):
-            x = 3 * torch.randn(shape, generator=g) + 1
-            ms = x.pow(2).mean(-1, keepdim=True)
-            known = {"LayerNorm": F.layer_norm(x, (C,), gamma, None, 1e-5),
-                     "x / sqrt(mean(x^2)) without gamma": x / ms.sqrt(),
-                     "x / sqrt(sum(x^2)): the sum, not the mean": x / (C * ms).sqrt() * gamma,
-                     "x / mean(x^2): no square root": x / ms * gamma}
-            grading.close(f"the output for x of shape {shape}", run(x), ref(x), 1e-4, ref="the reference RMSNorm",
-                   known=known)
-        xc = x - x.mean(-1, keepdim=True)                                   # zero-mean tokens
-        grading.close("on zero-mean tokens, the output", run(xc), F.layer_norm(xc, (C,), gamma, None, 1e-5), 1e-4,
-               ref="LayerNorm with the same gamma")
-    return (f"{C} parameters; changes under a shift; equals LayerNorm on zero-mean tokens; equals the "
-            f"reference RMSNorm on 3 shapes, random gamma")
+def expected() -> dict:
+    """What ``check_5_1`` compares with (``musictx_solutions.expected``): the scale 1 / sqrt(mean(x^2) + eps) that
+    the reference RMSNorm(16) gives every token of the checker's inputs (its output with gamma = 1, over x)."""
+    norm = RMSNorm(STORED_C)
+    _, xs = _inputs(STORED_C, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        scales = [((norm(x) * x).sum(-1) / (x * x).sum(-1)).tolist() for x in xs]   # (...,): y = scale * x
+    return {"scales": scales}

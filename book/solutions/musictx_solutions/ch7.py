@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from ...models.config import ModelConfig
-from ...models.relative import ALiBi, Rotary
+from musictx_lite.models.config import ModelConfig
+from musictx_lite.models.relative import ALiBi, Rotary
 
 __all__ = ["exercise_7_1", "exercise_7_2", "exercise_7_3"]
 
