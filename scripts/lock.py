@@ -28,7 +28,8 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements-lock.txt"
-NOT_LOCKED = {"torch", "pip", "setuptools", "wheel", "musictx-lite"}   # torch: the machine's build (setup-env)
+# torch: the machine's build (setup-env); the project's own three packages: installed from this checkout
+NOT_LOCKED = {"torch", "pip", "setuptools", "wheel", "musictx-lite", "musictx-solutions", "musictx-course"}
 HEADER = """\
 # The exact versions that scripts/setup-env installs (-c) for the Python named below, what CI runs: every package
 # but torch (a CPU or CUDA build chosen by the machine). Inside colab-constraints.txt and requirements.txt's ranges

@@ -1,0 +1,114 @@
+"""The process a submission runs in: its answer cells executed, each answer function called on the grader's inputs
+(or each answer variable read), with a time limit per question; only the outputs go back, one JSON line each.
+
+    python -m musictx_course.sandbox JOB.json RESULTS.jsonl
+
+``JOB.json`` (written by ``grade``): the answer cells' sources in notebook order, the student's variant, and per
+question its kind, its answer's name, its time limit and its inputs (``wire`` values). This process never receives
+the secret, the reference answers or the expected values: the grader judges what comes back. The lecturer's
+package cannot be imported from the student's code here. A line ``{"start": q}`` is written before a question is
+graded, so that when this process dies or hangs the grader knows on which question.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import traceback
+
+from musictx_course.wire import from_wire, to_wire
+
+
+class TimeLimit(BaseException):
+    """Raised by the alarm: a BaseException, so that a student's ``except Exception`` does not swallow it."""
+
+
+def _alarm(signum, frame):
+    raise TimeLimit()
+
+
+def one_line(e: BaseException) -> str:
+    """An exception in one line: its type, its message, and the last line of the student's code it passed."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith("<answer")]
+    at = f" (at {frames[-1].filename[1:-1]}, line {frames[-1].lineno})" if frames else ""
+    msg = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"{type(e).__name__}{': ' + msg if msg else ''}{at}"
+
+
+class _Blocker:
+    """An import hook that refuses the lecturer's package (its references and hidden cases) to the student's code."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "musictx_course" or name.startswith("musictx_course."):
+            raise ImportError(f"{name} is not available to answers")
+        return None
+
+
+def limited(seconds: float, fn, *args, **kwargs):
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def main(job_path: str, results_path: str) -> int:
+    job = json.loads(open(job_path).read())
+    out = open(results_path, "a", buffering=1)
+
+    def say(**line):
+        out.write(json.dumps(line) + "\n")
+        out.flush()
+
+    for name in [m for m in sys.modules if m == "musictx_course" or m.startswith("musictx_course.")]:
+        if name not in ("musictx_course.wire", "musictx_course.sandbox", "musictx_course"):
+            del sys.modules[name]
+    sys.meta_path.insert(0, _Blocker())
+    ns: dict = {"__name__": "__answers__", "VARIANT": job["variant"], "STUDENT": job["student"]}
+    if job.get("setup"):
+        exec(compile(job["setup"], "<setup>", "exec"), ns)
+    cell_errors = {}
+    for cell in job["cells"]:                                    # the answer cells, in the notebook's order
+        say(start=cell["question"], phase="cell")
+        try:
+            limited(job["cell_seconds"], exec, compile(cell["source"], f"<answer {cell['question']}>", "exec"), ns)
+        except TimeLimit:
+            cell_errors[cell["question"]] = f"its cell ran past {job['cell_seconds']:g} s"
+        except BaseException as e:                               # SyntaxError, SystemExit, anything the cell raised
+            cell_errors[cell["question"]] = f"its cell raised {one_line(e)}"
+    for q in job["questions"]:
+        say(start=q["name"], phase="grade")
+        if q["name"] in cell_errors:
+            say(question=q["name"], error=cell_errors[q["name"]])
+            continue
+        if q["answer"] not in ns:
+            say(question=q["name"], error=f"no {'function' if q['kind'] == 'function' else 'variable'} named "
+                                          f"{q['answer']}")
+            continue
+        outputs = []
+        try:
+            if q["kind"] == "value":
+                outputs.append(to_wire(ns[q["answer"]]))
+            else:
+                fn = ns[q["answer"]]
+
+                def run_cases():
+                    for case in q["cases"]:
+                        try:
+                            outputs.append({"value": to_wire(fn(**from_wire(case, tensors=q["tensors"])))})
+                        except TimeLimit:
+                            raise
+                        except BaseException as e:
+                            outputs.append({"error": one_line(e)})
+
+                limited(q["timeout"], run_cases)
+            say(question=q["name"], outputs=outputs)
+        except TimeLimit:
+            say(question=q["name"], error=f"ran past its time limit of {q['timeout']:g} s", outputs=outputs)
+    say(done=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))
