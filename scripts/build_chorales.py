@@ -53,6 +53,18 @@ def score_to_grid(score) -> tuple[np.ndarray, np.ndarray] | None:
     return pitch, (pitch >= 0) & (onset | (pitch != prev))  # a tie from a different pitch is a new note
 
 
+def split_of(names: list[str]) -> np.ndarray:
+    """Each sorted name's split: a seeded permutation, 60 % train, 20 % valid, 20 % test."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(names))
+    n_train = round(SPLIT_FRACTIONS[0] * len(names))
+    n_valid = round(SPLIT_FRACTIONS[1] * len(names))
+    split = np.empty(len(names), dtype="<U5")
+    split[order[:n_train]] = "train"
+    split[order[n_train:n_train + n_valid]] = "valid"
+    split[order[n_train + n_valid:]] = "test"
+    return split
+
+
 def build() -> dict[str, np.ndarray]:
     """Convert every four-part chorale; return the arrays stored in ``chorales.npz``."""
     from music21 import corpus
@@ -70,14 +82,7 @@ def build() -> dict[str, np.ndarray]:
         pieces[name.split("/")[-1]] = grid
 
     names = sorted(pieces)
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(names))
-    n_train = round(SPLIT_FRACTIONS[0] * len(names))
-    n_valid = round(SPLIT_FRACTIONS[1] * len(names))
-    split = np.empty(len(names), dtype="<U5")
-    split[order[:n_train]] = "train"
-    split[order[n_train:n_train + n_valid]] = "valid"
-    split[order[n_train + n_valid:]] = "test"
-
+    split = split_of(names)
     lengths = [len(pieces[n][0]) for n in names]
     return {
         "names": np.array(names),
