@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +26,7 @@ import nbformat
 from .spec import Assignment, Question
 from .wire import from_wire, to_wire
 
+REFERENCE = threading.Lock()   # the references run one at a time: some package state (attention recording) is global
 STARTUP = 30.0          # seconds the sandbox may take to start (importing torch on a loaded machine)
 CELL_SECONDS = 20.0     # seconds per answer cell: defining functions, or computing a value on the variant
 
@@ -39,6 +41,12 @@ def job_for(a: Assignment, secret: str, student: str, cells: dict[str, str], tod
             scale: float = 1.0) -> tuple:
     """The sandbox's job (no secret, no reference) and, per question, the expected answers (kept here); ``scale``
     multiplies every time limit (the tests shorten them)."""
+    with REFERENCE:
+        return _job_for(a, secret, student, cells, todo, scale)
+
+
+def _job_for(a: Assignment, secret: str, student: str, cells: dict[str, str], todo: list[Question],
+             scale: float) -> tuple:
     variant = a.variant_for(secret, student)
     questions, expected = [], {}
     for q in todo:
