@@ -665,5 +665,24 @@ def test_generate_continues_a_performance_with_the_shipped_piano_model(tmp_path,
         assert_clean_error(code, err, needle)
     code, err, _ = main_error(["generate", "--pretrained", "relative", "--events", "32", "--out",
                                tmp_path / "x.mid"], capsys)
-    assert_clean_error(code, err, "--prompt-seconds and --events are for piano models")
+    assert_clean_error(code, err, "--prompt-seconds, --events and --no-rules are for piano models")
     assert not (tmp_path / "x.mid").exists()
+
+
+def test_generate_keeps_a_performance_to_the_grammar_unless_told_not_to(tmp_path, capsys):
+    """By default a piano continuation keeps the performance grammar (no key held past the shipped limit, no more
+    keys down, none left down at the end); ``--no-rules`` is the raw sampler."""
+    from musictx_lite.engine.grammar import keys_down, shipped_limits
+    from musictx_lite.io.performance import read_performance
+
+    limits = shipped_limits()
+    main(["generate", "--pretrained", "piano-local", "--events", "400", "--seed", "0", "--out",
+          str(tmp_path / "kept.mid")])
+    said = capsys.readouterr().out
+    assert "the performance grammar (longest hold" in said and "keys released at the end" in said, said
+    notes = read_performance(tmp_path / "kept.mid").notes
+    assert (notes[:, 1] - notes[:, 0]).max() <= limits["note_s_p999"] + 0.011
+    assert keys_down(notes).max() <= limits["keys_down_p999"]
+    main(["generate", "--pretrained", "piano-local", "--events", "40", "--no-rules", "--out",
+          str(tmp_path / "raw.mid")])
+    assert "the raw sampler (--no-rules)" in capsys.readouterr().out

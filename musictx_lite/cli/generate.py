@@ -41,6 +41,10 @@ def add_generate(sub, o) -> argparse.ArgumentParser:
                    metavar="S", help="piano models: the seconds of --prompt-midi to continue (default 5)")
     g.add_argument("--events", type=positive_int, default=None,
                    help="piano models: events to generate (default 1024, about 10-20 s of music)")
+    g.add_argument("--no-rules", dest="rules", action="store_false", default=True,
+                   help="piano models: the raw sampler, without the performance grammar (by default every NOTE_OFF "
+                        "releases a key that is down, no key is held or no more keys are down than in nearly all of "
+                        "the real performances, and every key is released at the end)")
     g.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
     g.set_defaults(func=run_generate, check=check_generate)
     return g
@@ -70,9 +74,9 @@ def run_generate(a: argparse.Namespace) -> None:
         model, ck = load_checkpoint(a.checkpoint, device=a.device or "cpu")
     if getattr(model, "task", None) is EVENTS:         # a piano model continues a performance (chapter 13)
         return _generate_performance(a, model, ck)
-    if a.prompt_seconds is not None or a.events is not None:
-        raise ValueError("--prompt-seconds and --events are for piano models (chapter 13); this model writes "
-                         "chorale steps: use --prompt-steps and --steps")
+    if a.prompt_seconds is not None or a.events is not None or not a.rules:
+        raise ValueError("--prompt-seconds, --events and --no-rules are for piano models (chapter 13); this model "
+                         "writes chorale steps: use --prompt-steps and --steps")
     prompt, what = None, "from scratch"
     if a.prompt_midi is not None:
         prompt, what = _midi_prompt(a.prompt_midi, a.prompt_steps)
@@ -120,6 +124,7 @@ def _chorale_prompt(a: argparse.Namespace, n_steps: int) -> tuple[np.ndarray, st
 def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
     """``generate`` for a piano model: continue the first ``--prompt-seconds`` of ``--prompt-midi`` (or start
     from nothing) by ``--events`` events, and write the performance as a piano MIDI file."""
+    from ..engine.grammar import performance_rules
     from ..engine.sample import generate_events
     from ..io.performance import BOS, decode, encode, read_performance, write_performance
 
@@ -142,8 +147,13 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
                   f"it sees the last {model.context}")
         what = f"first {seconds:g} s of {a.prompt_midi} ({len(prompt) - 1} events)"
     print(f"prompt: {what}")
-    tokens = generate_events(model, prompt, a.events or 1024, a.temperature, a.top_k, a.seed)
+    info = {}
+    rules = performance_rules() if a.rules else None
+    tokens = generate_events(model, prompt, a.events or 1024, a.temperature, a.top_k, a.seed, rules=rules, info=info)
     notes = decode(tokens)
     path = write_performance(notes, a.out)
+    how = (f"the performance grammar (longest hold {rules[1].ticks / 100:g} s, at most {rules[2].keys} keys down; "
+           f"{info['dead_ends']} dead ends, {info['released_at_end']} keys released at the end)" if rules else
+           "the raw sampler (--no-rules)")
     print(f"wrote {path}: {len(notes)} notes, {notes[:, 1].max() if len(notes) else 0:.1f} s, "
-          f"{a.events or 1024} events from {ck['model_name']} (step {ck['step']})")
+          f"{a.events or 1024} events from {ck['model_name']} (step {ck['step']}), {how}")

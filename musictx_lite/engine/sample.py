@@ -23,6 +23,7 @@ from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
 from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
 from ..models.tasks import EVENTS, MELODY, NEXT_TOKEN
+from .grammar import Grammar, Keys
 from .rules import Guard, Relaxed, check_rules
 
 
@@ -175,10 +176,16 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
 
 @torch.no_grad()
 def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events: int = 512,
-                    temperature: float = 1.0, top_k: int | None = None, seed: int | None = 0) -> np.ndarray:
+                    temperature: float = 1.0, top_k: int | None = None, seed: int | None = 0,
+                    rules: tuple | None = None, info: dict | None = None) -> np.ndarray:
     """Continue a performance (chapter 13): ``prompt`` events (BOS first; None: BOS alone) and ``n_events``
     more, sampled one at a time with the model's cache; return all of them. The window slides by half a
-    context when it is full, as ``generate``'s does; PAD and BOS are never sampled."""
+    context when it is full, as ``generate``'s does; PAD and BOS are never sampled.
+
+    With ``rules`` (``engine.grammar``: ``performance_rules(limits)``), each event is drawn among those the rules
+    allow, and the keys still down at the end are released (their NOTE_OFFs follow the ``n_events``). ``info``
+    receives the dead ends, the rules they dropped, the events released at the end, and the model's own
+    log-probability of the events it drew (unmasked, at temperature 1): what the rules cost."""
     if getattr(model, "task", None) is not EVENTS:
         raise ValueError(f"{type(model).__name__} does not model performance events (chapter 13's piano models do)")
     t = check_sampling(temperature, top_k)
@@ -193,7 +200,9 @@ def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed if seed is not None else int(torch.randint(2**31, (1,))))
     idx = to_model(model, prompt)[None]                              # (1, T)
-    start, state = 0, None
+    start, state, logp = 0, None, 0.0
+    grammar = Grammar(tuple(rules), Keys.after(prompt)) if rules else None
+    usable = ~np.isin(np.arange(model.cfg.vocab_size), (PAD, BOS))
     with evaluating(model):
         for _ in range(n_events):
             new_start = window_start(idx.shape[1], start, ctx, align=1)
@@ -204,6 +213,19 @@ def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events
                 logits = model(idx[:, start:], cache=state)
             else:
                 logits = model(idx[:, -1:], cache=state)             # (1, 1, V): the newest event only
-            nxt = draw(logits[0, -1].float(), (PAD, BOS), top_k, t, gen)
+            logits = logits[0, -1].float().cpu()                     # (V,)
+            masked = logits
+            if grammar is not None:                                  # only what the grammar allows
+                masked = logits.masked_fill(~torch.from_numpy(grammar.mask(usable)), float("-inf"))
+            nxt = draw(masked, (PAD, BOS), top_k, t, gen)
+            logp += float(torch.log_softmax(logits, -1)[nxt])
+            if grammar is not None:
+                grammar.push(int(nxt))
             idx = torch.cat([idx, nxt.to(model_device(model))[None]], dim=1)
-    return idx[0].cpu().numpy()
+    out = idx[0].cpu().numpy()
+    released = grammar.release_all() if grammar is not None else []
+    if info is not None:
+        info.update(logp=logp, drawn=n_events, released_at_end=len(released),
+                    dead_ends=grammar.dead_ends if grammar else 0, dropped=dict(grammar.dropped) if grammar else {},
+                    masked=grammar.masked if grammar else 0)
+    return np.concatenate([out, np.asarray(released, dtype=out.dtype)]) if released else out

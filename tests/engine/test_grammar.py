@@ -1,0 +1,110 @@
+"""engine/grammar.py: a performance's grammar as masks, on hand-made event streams, a dead end, and a sampler kept
+to it."""
+import numpy as np
+import pytest
+import torch
+
+from musictx_lite import ModelConfig, build_model
+from musictx_lite.engine.grammar import (
+    IS_ON,
+    IS_SHIFT,
+    Grammar,
+    Keys,
+    MaxHold,
+    MaxKeys,
+    ReleaseDown,
+    keys_down,
+    limits_of,
+    performance_rules,
+)
+from musictx_lite.engine.sample import generate_events
+from musictx_lite.io.performance import BOS, NOTE_OFF, NOTE_ON, TIME_SHIFT, VELOCITY, VOCAB_SIZE, decode
+
+ON, OFF = (lambda p: NOTE_ON + p), (lambda p: NOTE_OFF + p)
+SHIFT = lambda n: TIME_SHIFT + n - 1                                # n ticks of 10 ms
+
+
+def test_keys_follow_the_events_as_decode_reads_them():
+    k = Keys.after([BOS, VELOCITY + 10, ON(60), ON(64), OFF(64), SHIFT(5), OFF(60), ON(67), SHIFT(3), ON(67)])
+    assert k.now == 8
+    assert k.down == {64: 0, 67: 8}              # the off of 64 came in its own tick: not a release; 67 re-struck
+    notes = decode([BOS, ON(60), SHIFT(5), OFF(60)])
+    assert notes.tolist() == [[0.0, 0.05, 60.0, notes[0, 3]]]
+    assert Keys.after([BOS, ON(60), SHIFT(5), OFF(60)]).down == {}
+
+
+def test_a_note_off_only_for_a_key_down_that_has_sounded():
+    ok = ReleaseDown().allowed(Keys.after([BOS, ON(60), SHIFT(2), ON(62)]))
+    assert ok[OFF(60)] and not ok[OFF(62)] and not ok[OFF(61)]        # 62 went down in this tick
+    assert ok[ON(61)] and ok[SHIFT(100)] and ok[VELOCITY]
+
+
+def test_the_longest_hold_bans_long_shifts_then_forces_the_release():
+    hold = MaxHold(0.10)                                              # 10 ticks
+    ok = hold.allowed(Keys.after([BOS, ON(60), SHIFT(4), ON(64)]))
+    assert ok[SHIFT(6)] and not ok[SHIFT(7)] and ok[ON(70)] and ok[OFF(64)]
+    due = hold.allowed(Keys.after([BOS, ON(60), SHIFT(4), ON(64), SHIFT(6)]))
+    assert due.sum() == 1 and due[OFF(60)]                            # only the due key's release
+    assert hold.allowed(Keys.after([BOS])).all()
+    with pytest.raises(ValueError):
+        MaxHold(0)
+
+
+def test_at_most_so_many_keys_down_and_a_restrike_adds_none():
+    ok = MaxKeys(2).allowed(Keys.after([BOS, ON(60), ON(64)]))
+    assert not ok[ON(67)] and ok[ON(60)] and ok[ON(64)] and ok[OFF(60)] and ok[SHIFT(1)]
+    assert MaxKeys(3).allowed(Keys.after([BOS, ON(60), ON(64)])).all()
+    with pytest.raises(ValueError):
+        MaxKeys(0)
+
+
+class NoRelease:
+    """A rule that bans every NOTE_OFF: with a key due, nothing is left."""
+    name = "no release"
+
+    def allowed(self, keys):
+        return ~((np.arange(VOCAB_SIZE) >= NOTE_OFF) & (np.arange(VOCAB_SIZE) < TIME_SHIFT))
+
+
+def test_a_dead_end_drops_rules_in_the_stated_order_and_is_counted():
+    g = Grammar((MaxHold(0.05), NoRelease()), Keys.after([BOS, ON(60), SHIFT(5)]))
+    usable = np.ones(VOCAB_SIZE, dtype=bool)
+    ok = g.mask(usable)
+    assert g.dead_ends == 1 and dict(g.dropped) == {"hold": 1}       # the hold goes, the other rule stays
+    assert ok[SHIFT(50)] and not ok[OFF(60)]
+    g2 = Grammar(performance_rules({"note_s_p999": 1.0, "keys_down_p999": 4}), Keys.after([BOS]))
+    assert g2.mask(usable).any() and g2.dead_ends == 0
+
+
+def test_release_all_ends_with_no_key_down():
+    g = Grammar((ReleaseDown(),), Keys.after([BOS, ON(60), SHIFT(3), ON(64)]))
+    tail = g.release_all()
+    assert tail == [SHIFT(1), OFF(60), OFF(64)] and g.keys.down == {}
+    notes = decode([BOS, ON(60), SHIFT(3), ON(64), *tail])
+    assert notes[:, 1].max() == pytest.approx(0.04)
+
+
+def test_limits_of_real_notes():
+    notes = np.array([[0.0, 1.0, 60, 64], [0.5, 3.0, 64, 64], [0.5, 0.6, 67, 64], [2.0, 2.5, 72, 64]])
+    lim = limits_of([notes])
+    assert lim["longest_note_s"] == 2.5 and lim["most_keys_down"] == 3 and lim["pieces"] == 1
+    assert lim["keys_down_p999"] == 3 and 1.0 < lim["note_s_p999"] <= 2.5
+    assert lim["notes_per_s"] == pytest.approx(4 / 3.0)
+    assert keys_down(notes).tolist() == [1, 2, 3, 2, 1, 2, 1, 0]
+
+
+def test_a_sampler_kept_to_the_grammar_breaks_none_of_it():
+    torch.manual_seed(0)
+    model = build_model("piano-local", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=64,
+                                                   vocab_size=VOCAB_SIZE)).eval()
+    limits = {"note_s_p999": 0.5, "keys_down_p999": 4}
+    plain = decode(generate_events(model, None, 300, seed=1))
+    assert keys_down(plain).max() > 4                                 # random weights break it
+    for seed in (0, 1):
+        info = {}
+        ev = generate_events(model, None, 300, seed=seed, rules=performance_rules(limits), info=info)
+        notes = decode(ev)
+        assert (notes[:, 1] - notes[:, 0]).max() <= 0.5 + 1e-9 and keys_down(notes).max() <= 4
+        assert Keys.after(ev).down == {} and len(ev) == 301 + info["released_at_end"]
+        assert info["dead_ends"] == 0 and info["masked"] == 300 and np.isfinite(info["logp"])
+    assert IS_ON.sum() == 128 and IS_SHIFT.sum() == 100
