@@ -637,7 +637,7 @@ def test_generate_continues_a_performance_with_the_shipped_piano_model(tmp_path,
     """``generate --pretrained piano-local --prompt-midi F --prompt-seconds S``: the written performance begins
     with F's first S seconds, every note of them at its pitch, its velocity bin and its onset within half a
     tick, then the model's events; the chorale options, and the piano options on a chorale model, are errors."""
-    from musictx_lite.io.performance import TICK, quantised, read_performance, velocity_bin, write_performance
+    from musictx_lite.io.performance import TICK, opening, quantised, read_performance, velocity_bin, write_performance
 
     rng = np.random.default_rng(1)
     start = np.sort(rng.uniform(0, 6, 30))
@@ -650,7 +650,7 @@ def test_generate_continues_a_performance_with_the_shipped_piano_model(tmp_path,
     said = capsys.readouterr().out
     assert "first 3 s of" in said and "48 events from pretrained piano-local" in said, said
     back, mine = read_performance(out).notes, read_performance(tmp_path / "mine.mid").notes
-    head = quantised(mine[mine[:, 0] < 3])                        # what the prompt holds, in ticks
+    head = quantised(opening(mine, 3))                            # from the first note: 3 s of music, in ticks
     got = {(round(n[0] / TICK), int(n[2]), int(velocity_bin(n[3]))) for n in back}
     assert {(int(t), int(p), int(v)) for t, _, p, v in head} <= got
     assert len(back) >= len(head)

@@ -126,7 +126,7 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
     from nothing) by ``--events`` events, and write the performance as a piano MIDI file."""
     from ..engine.grammar import performance_rules
     from ..engine.sample import generate_events
-    from ..io.performance import BOS, decode, encode, read_performance, write_performance
+    from ..io.performance import BOS, decode, encode, opening, read_performance, write_performance
 
     chorale = [f for f, v in (("--prompt-steps", a.prompt_steps), ("--steps", a.steps),
                               ("--prompt-split", a.prompt_split), ("--prompt-index", a.prompt_index)) if v is not None]
@@ -139,13 +139,13 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
         seconds = 5.0 if a.prompt_seconds is None else a.prompt_seconds
         if seconds > perf.seconds:
             raise ValueError(f"--prompt-seconds {seconds:g} is longer than {a.prompt_midi} ({perf.seconds:.1f} s)")
-        notes = perf.notes[perf.notes[:, 0] < seconds].copy()
-        notes[:, 1] = np.minimum(notes[:, 1], seconds)        # a note sounding at the cut ends there
+        notes = opening(perf.notes, seconds)                  # from the first note: its first seconds of music
         prompt = encode(notes) if len(notes) else np.array([BOS])
         if len(prompt) > model.context:
             print(f"the prompt's {len(prompt)} events are more than the model's context of {model.context}: "
                   f"it sees the last {model.context}")
-        what = f"first {seconds:g} s of {a.prompt_midi} ({len(prompt) - 1} events)"
+        what = (f"first {seconds:g} s of {a.prompt_midi} from its first note ({len(notes)} notes, "
+                f"{len(prompt) - 1} events)")
     print(f"prompt: {what}")
     info = {}
     rules = performance_rules() if a.rules else None

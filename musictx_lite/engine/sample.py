@@ -21,6 +21,7 @@ import torch.nn as nn
 
 from ..device import evaluating, model_device, to_model
 from ..io.data import Piece
+from ..io.performance import TICK
 from ..io.tokens import BOS, HOLD, MASK, PAD, VOCAB_SIZE, encode
 from ..models.tasks import EVENTS, MELODY, NEXT_TOKEN
 from .grammar import Grammar, Keys
@@ -177,13 +178,15 @@ def generate(model: nn.Module, prompt: np.ndarray | None = None, n_steps: int = 
 @torch.no_grad()
 def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events: int = 512,
                     temperature: float = 1.0, top_k: int | None = None, seed: int | None = 0,
-                    rules: tuple | None = None, info: dict | None = None) -> np.ndarray:
+                    rules: tuple | None = None, info: dict | None = None,
+                    seconds: float | None = None) -> np.ndarray:
     """Continue a performance (chapter 13): ``prompt`` events (BOS first; None: BOS alone) and ``n_events``
     more, sampled one at a time with the model's cache; return all of them. The window slides by half a
     context when it is full, as ``generate``'s does; PAD and BOS are never sampled.
 
     With ``rules`` (``engine.grammar``: ``performance_rules(limits)``), each event is drawn among those the rules
-    allow, and the keys still down at the end are released (their NOTE_OFFs follow the ``n_events``). ``info``
+    allow, and the keys still down at the end are released (their NOTE_OFFs follow the ``n_events``). With
+    ``seconds``, sampling stops once the continuation spans that much time (``n_events`` at the most). ``info``
     receives the dead ends, the rules they dropped, the events released at the end, and the model's own
     log-probability of the events it drew (unmasked, at temperature 1): what the rules cost."""
     if getattr(model, "task", None) is not EVENTS:
@@ -202,9 +205,14 @@ def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events
     idx = to_model(model, prompt)[None]                              # (1, T)
     start, state, logp = 0, None, 0.0
     grammar = Grammar(tuple(rules), Keys.after(prompt)) if rules else None
+    keys = grammar.keys if grammar is not None else Keys.after(prompt)    # where the performance has got to
+    end = None if seconds is None else keys.now + round(seconds / TICK)
     usable = ~np.isin(np.arange(model.cfg.vocab_size), (PAD, BOS))
+    drawn = 0
     with evaluating(model):
         for _ in range(n_events):
+            if end is not None and keys.now >= end:
+                break
             new_start = window_start(idx.shape[1], start, ctx, align=1)
             if new_start != start:                                   # the window slid: the cache is stale
                 start, state = new_start, None
@@ -221,11 +229,14 @@ def generate_events(model: nn.Module, prompt: np.ndarray | None = None, n_events
             logp += float(torch.log_softmax(logits, -1)[nxt])
             if grammar is not None:
                 grammar.push(int(nxt))
+            else:
+                keys.push(int(nxt))
+            drawn += 1
             idx = torch.cat([idx, nxt.to(model_device(model))[None]], dim=1)
     out = idx[0].cpu().numpy()
     released = grammar.release_all() if grammar is not None else []
     if info is not None:
-        info.update(logp=logp, drawn=n_events, released_at_end=len(released),
+        info.update(logp=logp, drawn=drawn, released_at_end=len(released), left_down=len(keys.down),
                     dead_ends=grammar.dead_ends if grammar else 0, dropped=dict(grammar.dropped) if grammar else {},
                     masked=grammar.masked if grammar else 0)
     return np.concatenate([out, np.asarray(released, dtype=out.dtype)]) if released else out

@@ -193,6 +193,29 @@ def decode(tokens) -> np.ndarray:
     return out
 
 
+def opening(notes: np.ndarray, seconds: float | None = None, n_notes: int | None = None) -> np.ndarray:
+    """A performance's opening, to prompt a continuation: from its first note, moved to time 0, its first
+    ``seconds`` of music or (instead) its first ``n_notes`` notes; a note still sounding at the cut ends there.
+    Silence before the first note is not music: a prompt that began there would hold less than it says."""
+    if (seconds is None) == (n_notes is None):
+        raise ValueError("give the opening's length as seconds or as n_notes, one of them")
+    if len(notes) == 0:
+        return np.zeros((0, 4))
+    out = notes[np.argsort(notes[:, 0], kind="stable")].copy()
+    out[:, :2] -= out[0, 0]
+    if n_notes is not None:
+        if n_notes < 1:
+            raise ValueError(f"n_notes must be at least 1, got {n_notes}")
+        out = out[:n_notes]
+        cut = out[:, 0].max() + TICK if len(out) else 0.0
+    else:
+        if not seconds > 0:
+            raise ValueError(f"seconds must be > 0, got {seconds}")
+        out, cut = out[out[:, 0] < seconds], seconds
+    out[:, 1] = np.minimum(out[:, 1], np.maximum(cut, out[:, 0] + TICK))
+    return out
+
+
 def to_midi(notes: np.ndarray, program: int = 0):
     """Notes (n, 4) -> ``PrettyMIDI`` with one piano track (the pedal is already in the notes' ends)."""
     pretty_midi = _pretty_midi()

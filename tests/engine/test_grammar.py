@@ -108,3 +108,27 @@ def test_a_sampler_kept_to_the_grammar_breaks_none_of_it():
         assert Keys.after(ev).down == {} and len(ev) == 301 + info["released_at_end"]
         assert info["dead_ends"] == 0 and info["masked"] == 300 and np.isfinite(info["logp"])
     assert IS_ON.sum() == 128 and IS_SHIFT.sum() == 100
+
+
+def test_an_opening_starts_at_the_first_note_and_holds_what_it_says():
+    from musictx_lite.io.performance import opening
+
+    notes = np.array([[2.0, 9.0, 60, 80], [2.5, 3.0, 64, 70], [6.0, 6.5, 67, 60], [8.0, 8.2, 72, 50]])
+    five = opening(notes, 5.0)                                        # 2 s of silence first: not music
+    assert five[:, 0].tolist() == [0.0, 0.5, 4.0] and five[0, 1] == 5.0 and five[2, 1] == 4.5
+    two = opening(notes, n_notes=2)
+    assert two[:, 2].tolist() == [60, 64] and two[:, 1].max() <= 0.51 + 1e-9
+    with pytest.raises(ValueError):
+        opening(notes, 5.0, n_notes=2)
+    with pytest.raises(ValueError):
+        opening(notes, None)
+
+
+def test_a_continuation_stops_after_so_many_seconds():
+    torch.manual_seed(0)
+    model = build_model("piano-local", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=64,
+                                                   vocab_size=VOCAB_SIZE)).eval()
+    info = {}
+    ev = generate_events(model, None, 5000, seed=0, seconds=2.0, info=info)
+    assert info["drawn"] < 5000 and 200 <= Keys.after(ev).now <= 200 + 100       # 2 s, the last shift at most 1 s
+    assert info["left_down"] == len(Keys.after(ev).down)
