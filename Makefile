@@ -1,7 +1,8 @@
 # The two commands of the README. Each sets up .venv first (scripts/setup-env: inside colab-constraints.txt and at
 # requirements-lock.txt's versions), so nothing has to be installed by hand: `make book` builds the book, `make test`
 # runs the linter and the tests (what CI runs).
-# `make slides` builds the book, then a slide deck per chapter.
+# `make book` also writes a slide deck per chapter, with speaker notes, into the book (_build/html/slides);
+# `make slides` rebuilds only the decks, into _build/slides (the book first if there is none).
 VENV ?= .venv
 PYTHON ?= python3
 export PYTHON
@@ -16,14 +17,16 @@ export MUSICTX_PIANO_PATH
 
 .PHONY: book test env clean slides latest
 
-book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU) and build _build/html
+book: $(VENV)/.ready       ## execute every chapter (cpu profile without a GPU), build _build/html, then the decks in it
 	jupyter-book build . -W --keep-going
+	python -m scripts.build_slides --out _build/html/slides
 
 test: $(VENV)/.ready       ## the linter, unit tests, and every chapter under nbval in the smoke profile
 	ruff check .
 	pytest --nbval-lax -n 2 --dist loadfile --junitxml=_build/junit.xml --durations=10
 
-slides: book               ## one reveal.js deck per chapter in _build/slides, from the book's executed chapters; works offline
+slides: $(VENV)/.ready     ## the decks alone, in _build/slides, from the book's executed chapters (`make book` first if none)
+	@test -d _build/html || $(MAKE) book
 	python -m scripts.build_slides --out _build/slides
 
 env: $(VENV)/.ready

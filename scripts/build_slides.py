@@ -1,9 +1,11 @@
-"""One reveal.js slide deck per chapter, from the notebooks that the book build executed.
+"""One reveal.js slide deck per chapter, with speaker notes, from the notebooks that the book build executed.
 
     python -m scripts.build_slides [--out _build/slides] [--build _build] [notebooks/NN_name.ipynb ...]
 
-Serves every chapter (0-12); ``make slides`` runs it after ``make book``. With no notebooks named,
-every ``notebooks/NN_*.ipynb`` gets a deck, so a new chapter gets one for free.
+Serves every chapter (0-13). ``make book`` runs it after Jupyter Book's build, into the built book
+(``_build/html/slides/``: ``NN_name.slides.html`` per chapter and ``index.html``), from the chapters that build
+just executed; ``make slides`` runs it alone, into ``_build/slides/``. With no notebooks named, every
+``notebooks/NN_*.ipynb`` gets a deck, so a new chapter gets one for free.
 
 Where the outputs come from, in this order (the first that matches the chapter's source):
 the executed copy that Jupyter Book writes to ``_build/jupyter_execute/notebooks/``; the book's
@@ -24,10 +26,28 @@ The slide structure is derived from the notebook on every run; the notebooks car
 - MyST syntax becomes plain Markdown: an admonition a box (a blockquote), ``{cite:p}`` an author-year citation from
   references.bib; the bibliography (its heading and directive) is dropped.
 
-The decks work offline: reveal.js and MathJax are copied next to them (``reveal.js/``, ``mathjax/``;
-downloaded once from the npm registry, sha256-checked and cached by ``book/_ext/offline.py``, the
-helper the book uses for its own MathJax), figures and audio are embedded in the HTML, and the
-template loads nothing else (no require.js, jQuery or mermaid from a CDN).
+A slide shows at most ``MAX_WORDS`` (40) words of prose; the rest of its prose is in its speaker notes (an
+``<aside class="notes">``, Markdown rendered as the slides' is; press S for reveal.js's speaker view). The rule
+(``fit_slide``), slide by slide, in reading order:
+
+- headings, display equations, code, tables, figures, audio and short outputs are shown as before;
+- of each paragraph and each list item, the first sentence is shown and the rest goes to the notes; a sentence
+  ends at . ! or ? followed by a capital, a digit, math or code (not after e.g., i.e., et al. or an initial,
+  nor inside math, code or a link);
+- the words are counted as they are read: the heading's and an admonition's title count, math, code, tables and
+  link targets do not. Once the next first sentence would take the slide past 40 words, it and all the prose
+  after it on that slide go to the notes whole (a list item the slide shows goes on there as "- …");
+- an admonition that fits the words left is shown whole; a longer one is cut by the rule above;
+- a cell left with nothing to show goes, and a slide left with nothing to show gives its notes to the slide
+  before it. No word is dropped or repeated: what a slide shows plus its notes is the chapter's prose.
+
+The decks work offline: reveal.js (its notes plugin included) and MathJax are copied next to them
+(``reveal.js/``, ``mathjax/``) from the npm tarballs that ``book/_ext/offline.py`` keeps in
+``$MUSICTX_CACHE/npm`` (default ``~/.cache/musictx_lite/npm``), sha256-checked: the helper and the cache the
+book uses for its own MathJax. When the cache is empty the first build downloads each tarball once from the
+npm registry (reveal.js 4.6.1, MathJax 3.2.2); after that no build needs the network. Figures and audio are
+embedded in the HTML, and the template loads nothing else (no require.js, jQuery or mermaid from a CDN);
+``build_deck`` refuses a deck that would fetch anything from another host.
 """
 from __future__ import annotations
 
@@ -50,6 +70,7 @@ SHORT_CODE = 6       # a code cell of at most this many lines shows its source
 SHORT_TEXT = 8       # a text output of at most this many lines stays
 SLIDE_LINES = 18     # about what fits on a slide; past it, the next block starts a sub-slide
 FIGURE_LINES = 12    # what a figure counts against SLIDE_LINES
+MAX_WORDS = 40       # words of prose a slide shows at most; the rest is in its speaker notes
 REVEAL_DIR = "reveal.js"
 MATHJAX_DIR = "mathjax"
 THEME = "white"
@@ -177,6 +198,192 @@ def myst_to_markdown(text: str, cite: Callable[[str, str], str], keyprefix: str 
     return re.sub(r"\{([\w:-]+)\}`([^`]*)`", role, md)
 
 
+# -- what a slide shows, and its speaker notes ---------------------------------------------------
+
+# spans inside which a sentence never ends: math, inline code, links, HTML tags
+HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(\s[^>]*)?/?>")
+_OPAQUE = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|`[^`]*`|!?\[[^\]]*\]\([^)]*\)|" + HTML_TAG.pattern, re.S)
+# a sentence ends at . ! ? (closing quotes, brackets and emphasis after it) and whitespace, and the next one
+# starts with a capital, a digit, or math or code (masked as X)
+_SENTENCE_END = re.compile(r"[.!?]+[\"'’”)\]*_]*\s+(?=[\"'‘“(\[*_]*[A-Z0-9])")
+ABBREVIATIONS = {"al.", "cf.", "vs.", "fig.", "figs.", "eq.", "eqs.", "approx.", "resp.", "ch.", "sec.", "no."}
+_LIST_ITEM = re.compile(r"^ {0,3}([-*+]|\d{1,3}[.)])\s+")
+
+
+def first_sentence(text: str) -> tuple[str, str]:
+    """``text`` (one paragraph, whitespace collapsed) cut after its first sentence: (first, rest).
+
+    An abbreviation (e.g., i.e., et al., J.S.) does not end a sentence, nor does a period inside math, code or a
+    link; ``first + " " + rest == text`` when ``rest`` is not empty.
+    """
+    masked = _OPAQUE.sub(lambda m: "X" * len(m.group()), text)
+    for m in _SENTENCE_END.finditer(masked):
+        word = masked[:m.start() + 1].split()[-1].lstrip("(\"'‘“*_").lower()
+        if word in ABBREVIATIONS or re.fullmatch(r"([a-z]\.)+", word):
+            continue
+        return text[:m.end()].rstrip(), text[m.end():]
+    return text, ""
+
+
+def prose_words(md: str) -> int:
+    """The words a reader sees in Markdown ``md``: not math, code blocks, tables, HTML tags or link targets.
+
+    >>> prose_words("The NLL $-\\frac{1}{N} \\sum_t \\log p$ in `nats`, [a link](https://x.org/a b).")
+    6
+    """
+    md = re.sub(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1\s*$", " ", md, flags=re.M | re.S)   # fenced code
+    md = re.sub(r"^[> ]*\|.*$", " ", md, flags=re.M)                                  # table rows
+    md = re.sub(r"^(> ?)? {4}.*$", " ", md, flags=re.M)                                # indented code
+    md = re.sub(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", " ", md, flags=re.S)  # math
+    md = HTML_TAG.sub(" ", md)
+    md = re.sub(r"\]\([^)]*\)", "]", md)
+    return sum(1 for w in md.split() if re.search(r"\w", w))
+
+
+class Piece:
+    """One part of a slide's Markdown: a heading (always shown, counted), an exhibit (a display equation, a
+    code block or a table: always shown, not counted) or prose (a paragraph or a list item: its ``lead``, the
+    first sentence, is shown if the slide has room, the rest goes to the speaker notes)."""
+
+    def __init__(self, kind: str, text: str, marker: str = "", box: int = -1):
+        self.kind = kind           # "heading", "exhibit" or "prose"
+        self.text = text
+        self.marker = marker       # a list item's "- " or "1. "
+        self.box = box             # the admonition it is part of, -1 outside one
+        self.show = ""             # what the slide shows of it; the rest is in the notes
+
+    def __repr__(self) -> str:
+        return f"Piece({self.kind!r}, {self.text[:40]!r}, shown {len(self.show)} of {len(self.text)} characters)"
+
+    @property
+    def lead(self) -> str:
+        return self.text if self.text.startswith("<") else first_sentence(self.text)[0]   # raw HTML: whole
+
+    @property
+    def notes(self) -> str:
+        return self.text[len(self.show):].strip()
+
+
+def pieces(md: str, box: int = -1) -> list[Piece]:
+    """Cut the Markdown of one slide cell (after ``myst_to_markdown``) into pieces, in order."""
+    out: list[Piece] = []
+    for block in split_blocks(md):
+        lines = block.splitlines()
+        if box < 0 and all(line.startswith(">") for line in lines):          # an admonition's box
+            inner = [re.sub(r"^> ?", "", line) for line in lines]
+            n = 1 + max([p.box for p in out] + [-1])
+            out.append(Piece("heading", inner[0], box=n))                   # its **title**
+            out += pieces("\n".join(inner[1:]), box=n)
+        elif re.match(r"#{1,6}\s", block):
+            out.append(Piece("heading", block, box=box))
+        elif (FENCE.match(lines[0].strip()) or all(line.lstrip().startswith("|") for line in lines)
+              or all(line.startswith("    ") for line in lines)):          # code, a table, indented code
+            out.append(Piece("exhibit", block, box=box))
+        else:
+            out += _text_pieces(lines, box)
+    return out
+
+
+def _text_pieces(lines: list[str], box: int) -> list[Piece]:
+    """Paragraph lines into prose pieces (one per list item) and display equations."""
+    out: list[Piece] = []
+    text: list[str] = []
+    marker = ""
+    math: list[str] | None = None
+    fence: list[str] = []                   # a fenced code block inside the paragraph
+
+    def flush() -> None:
+        if text:
+            out.append(Piece("prose", " ".join(" ".join(text).split()), marker=marker, box=box))
+            text.clear()
+
+    for line in lines:
+        if fence or (math is None and FENCE.match(line.strip())):
+            if not fence:
+                flush()
+            fence.append(line)
+            f = fence[0].strip()[:3]
+            if len(fence) > 1 and line.strip().startswith(f) and not line.strip().strip(f[0]):
+                out.append(Piece("exhibit", "\n".join(fence), box=box))
+                fence = []
+            continue
+        odd = line.count("$$") % 2 == 1
+        if math is None and line.strip().startswith("$$"):       # a display equation starts
+            flush()
+            math, odd = [], not odd                                # its first line must open it
+        if math is not None:
+            math.append(line)
+            if odd:                                                # ... and a line with an odd $$ closes it
+                out.append(Piece("exhibit", "\n".join(math), box=box))
+                math = None
+            continue
+        m = _LIST_ITEM.match(line)
+        if m and (marker or not text or not m.group(1)[0].isdigit() or m.group(1)[0] == "1"):
+            flush()
+            marker = m.group(1) + " "
+            line = line[m.end():]
+        text.append(line.strip())
+    flush()
+    if math or fence:
+        out.append(Piece("exhibit", "\n".join(math or fence), box=box))
+    return out
+
+
+def _render(parts: list[Piece], notes: bool = False) -> str:
+    """The Markdown of what the slide shows of ``parts`` (or of what its notes say)."""
+    md, prev = "", None
+    for p in parts:
+        text = p.notes if notes else p.show
+        if not text:
+            continue
+        if p.kind == "prose":                   # the notes go on with a list item the slide shows: "- … rest"
+            text = ("- … " if notes and p.marker and p.show else p.marker) + text
+        quote = p.box >= 0 and not notes
+        if quote:
+            text = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+        if prev is not None:
+            same_list = p.marker and prev.marker and p.box == prev.box
+            md += "\n" if same_list else "\n>\n" if quote and prev.box == p.box else "\n\n"
+        md += text
+        prev = p
+    return md
+
+
+def fit_slide(cells_parts: list[list[Piece]], budget: int = MAX_WORDS) -> None:
+    """Decide what one (sub)slide shows (``Piece.show``): its headings, exhibits and, in reading order, the first
+    sentence of each prose piece until the next one would pass ``budget`` words; from there on its prose is all
+    in the notes. An admonition that fits the words left is shown whole."""
+    stop, decided = False, set()
+    for parts in cells_parts:
+        for p in parts:
+            p.show = ""
+        for p in parts:
+            key = (id(parts), p.box)
+            if p.box >= 0 and key not in decided:
+                decided.add(key)
+                box = [q for q in parts if q.box == p.box]
+                words = sum(prose_words(q.text) for q in box if q.kind != "exhibit")
+                if not stop and words <= budget:
+                    for q in box:
+                        q.show = q.text
+                    budget -= words
+                    continue
+            if p.show:
+                continue
+            if p.kind == "exhibit":
+                p.show = p.text
+            elif p.kind == "heading":
+                p.show = p.text
+                budget -= prose_words(p.text)
+            elif not stop:
+                lead = p.lead
+                if prose_words(lead) <= budget:
+                    p.show = lead
+                    budget -= prose_words(lead)
+                else:
+                    stop = True
+
+
 # -- choosing cells and outputs ------------------------------------------------------------------
 
 def is_dropped(cell) -> bool:
@@ -212,8 +419,8 @@ def keep_output(o) -> bool:
 
 def _cost(cell) -> int:
     """Roughly how many lines of a slide this cell fills."""
-    if cell.cell_type == "markdown":
-        return len(cell.source.splitlines()) + 1
+    if cell.cell_type == "markdown":                      # what it shows: about 90 characters a line
+        return sum(1 + len(line) // 90 for line in cell.source.splitlines()) + 1
     cost = 0 if "slides-hide-input" in cell.metadata.get("tags", []) else len(cell.source.splitlines()) + 1
     for o in cell.outputs:
         data = o.get("data", {})
@@ -232,6 +439,15 @@ def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
     md_all = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     prefix = (re.search(r"^:keyprefix:\s*(\S+)", md_all, re.M) or [None, ""])[1]
     cells, used, start = [], 0, 0          # start: index of the first cell of the current (sub)slide
+    parts: dict[int, list[Piece]] = {}     # id(markdown cell) -> its pieces, shown or in the notes
+
+    def md_cell(md: str):
+        """A Markdown cell showing, for now, what ``md`` would show on a slide of its own."""
+        ps = pieces(md)
+        fit_slide([ps])
+        cell = nbformat.v4.new_markdown_cell(_render(ps))
+        parts[id(cell)] = ps
+        return cell
 
     def is_heading(c) -> bool:
         return c.cell_type == "markdown" and c.source.startswith("#")
@@ -264,11 +480,11 @@ def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
 
             def flush() -> None:
                 if para:
-                    add(nbformat.v4.new_markdown_cell("\n\n".join(para)), "-")
+                    add(md_cell("\n\n".join(para)), "-")
                     para.clear()
 
             for block in split_blocks(cell.source):              # MyST blocks, directives whole
-                md = myst_to_markdown(block, cite, prefix).strip()
+                md = myst_to_markdown(block, cite, prefix).strip("\n").rstrip()   # indented code stays code
                 if not md:
                     continue                                      # e.g. the bibliography
                 head = re.match(r"^(#{1,6})\s+(.*)", md)
@@ -276,13 +492,13 @@ def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
                     continue                                      # citations are inline, author-year
                 if head:
                     flush()
-                    add(nbformat.v4.new_markdown_cell(md), "slide" if len(head.group(1)) <= 2 else "subslide")
+                    add(md_cell(md), "slide" if len(head.group(1)) <= 2 else "subslide")
                 elif (m := FENCE.match(block.strip().splitlines()[0])) and m.group(3) in ADMONITIONS:
                     flush()
-                    add(nbformat.v4.new_markdown_cell(md), "subslide")
+                    add(md_cell(md), "subslide")
                 elif "$$" in md:
                     flush()
-                    add(nbformat.v4.new_markdown_cell(md), "fragment")
+                    add(md_cell(md), "fragment")
                 else:
                     para.append(md)
             flush()
@@ -300,8 +516,61 @@ def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
     if not cells:
         raise ValueError("the notebook has nothing to show on slides")
     cells[0].metadata["slideshow"] = {"slide_type": "slide"}
+    cells = with_notes(cells, parts)
     out = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(nb.metadata))
     out.metadata.pop("widgets", None)                    # no widget manager offline: static outputs only
+    return out
+
+
+def with_notes(cells: list, parts: dict[int, list[Piece]]) -> list:
+    """Fit each (sub)slide's prose to ``MAX_WORDS`` (``fit_slide``) and put the rest in a speaker-notes cell
+    (``slide_type: notes``, an ``<aside class="notes">``) right after the slide's first cell, outside any
+    fragment. A cell left with nothing to show goes; a slide left with nothing to show joins its notes to the
+    previous slide's."""
+    kept: list[tuple[list, list[str]]] = []
+    for cell in cells:
+        if not kept or cell.metadata["slideshow"]["slide_type"] in ("slide", "subslide"):
+            kept.append(([], []))
+        kept[-1][0].append(cell)
+    out: list[tuple[list, list[str]]] = []
+    for section, _ in kept:
+        fit_slide([parts[id(c)] for c in section if id(c) in parts])
+        notes = [n for c in section if id(c) in parts and (n := _render(parts[id(c)], notes=True))]
+        kind = section[0].metadata["slideshow"]["slide_type"]
+        shown = []
+        for c in section:
+            if id(c) in parts:
+                c.source = _render(parts[id(c)])
+            if c.cell_type != "markdown" or c.source:
+                shown.append(c)
+        if not shown and out:
+            out[-1][1].extend(notes)
+            continue
+        if not shown:                           # cannot happen: a deck starts with its title
+            raise ValueError("the first slide has nothing to show")
+        shown[0].metadata["slideshow"] = {"slide_type": kind}
+        out.append((shown, notes))
+    cells = []
+    for shown, notes in out:
+        cells.append(shown[0])
+        if notes:
+            cells.append(nbformat.v4.new_markdown_cell("\n\n".join(notes),
+                                                       metadata={"slideshow": {"slide_type": "notes"}}))
+        cells += shown[1:]
+    return cells
+
+
+def slide_words(deck) -> list[tuple[int, int]]:
+    """(words shown, words in the notes) of each (sub)slide of a deck that ``slide_notebook`` made."""
+    out: list[tuple[int, int]] = []
+    for c in deck.cells:
+        kind = c.metadata["slideshow"]["slide_type"]
+        if kind in ("slide", "subslide"):
+            out.append((0, 0))
+        if c.cell_type == "markdown":
+            shown, notes = out[-1]
+            words = prose_words(c.source)
+            out[-1] = (shown, notes + words) if kind == "notes" else (shown + words, notes)
     return out
 
 
@@ -453,8 +722,10 @@ def build_deck(src: Path, out: Path, build: Path) -> Path:
         raise RuntimeError(f"{src.name}: the deck would fetch {remote}")
     path = out / f"{src.stem}.slides.html"
     path.write_text(body, encoding="utf-8")
-    n = sum(1 for c in deck.cells if c.metadata["slideshow"]["slide_type"] in ("slide", "subslide"))
-    print(f"slides: {path} ({n} slides, {path.stat().st_size / 1e6:.1f} MB) from {how}")
+    words = slide_words(deck)
+    print(f"slides: {path} ({len(words)} slides, {path.stat().st_size / 1e6:.1f} MB) from {how}; words shown: "
+          f"at most {max(w for w, _ in words)} a slide, {sum(w for w, _ in words)} in all; "
+          f"in the speaker notes: {sum(n for _, n in words)}")
     return path
 
 
@@ -488,7 +759,9 @@ def write_index(decks: list[Path], notebooks: list[Path], out: Path) -> Path:
         items.append(f'<li><a href="{deck.name}">{html.escape(first.lstrip("# "))}</a></li>')
     path = out / "index.html"
     path.write_text("<!doctype html><meta charset='utf-8'><title>musictx-lite: slides</title>\n"
-                    "<h1>musictx-lite: slides</h1>\n<ul>\n" + "\n".join(items) + "\n</ul>\n", encoding="utf-8")
+                    "<h1>musictx-lite: slides</h1>\n"
+                    "<p>One deck per chapter; in a deck, press S for the speaker view (notes, next slide, timer).</p>\n"
+                    "<ul>\n" + "\n".join(items) + "\n</ul>\n", encoding="utf-8")
     return path
 
 

@@ -1,6 +1,6 @@
 """Sphinx extension: the built book works with no network (the classroom edition).
 
-Serves every page of the book (chapters 0-12, the intro and setup pages), and
+Serves every page of the book (chapters 0-13, the intro and setup pages), and
 ``scripts/build_slides.py``, which imports :func:`npm_tarball`, :func:`extract`
 and :func:`install_mathjax` from here so that the book and the slide decks use one
 MathJax and one download helper.

@@ -1,7 +1,9 @@
-"""scripts/build_slides.py: reveal.js decks from the executed chapters, offline.
+"""scripts/build_slides.py: reveal.js decks from the executed chapters, offline, with speaker notes.
 
 The deck of chapter 0 is built from the small book that tests/book/test_offline.py builds (one build per
-test run, shared); the slide structure of every chapter is checked on the sources, without running them.
+test run, shared); the slide structure, the words each slide shows and the speaker notes of every chapter are
+checked on the sources, without running them. A slide's words are counted as the script counts them, the
+visible text of its Markdown without math, code or tables, but here on the HTML and by a counter of this file.
 """
 from __future__ import annotations
 
@@ -11,12 +13,15 @@ import importlib.util
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import nbformat
 import pytest
+import test_offline
+from test_offline import CHAPTER, SCREENSHOTS, chromium_or_skip, offline
 
-from test_offline import CHAPTER, SCREENSHOTS, chromium_or_skip, offline, small_book  # noqa: F401 (fixture)
+small_book = test_offline.small_book     # the fixture: one small book per test run, shared with test_offline.py
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -55,6 +60,80 @@ class Text(html.parser.HTMLParser):
     def handle_data(self, data):
         if not self._skip:
             self.text.append(data)
+
+
+def visible_words(text: str) -> int:
+    """Words of visible text, math left out ($...$, $$...$$, \\(...\\): MathJax typesets it later)."""
+    text = re.sub(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", " ", text, flags=re.S)
+    return sum(1 for w in text.split() if re.search(r"\w", w))
+
+
+def deck_slides(page: str) -> list[dict]:
+    """Each slide of a deck (an innermost <section>): the text its Markdown cells show, outside code blocks and
+    tables, and the text of its speaker notes (<aside class="notes">)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page, "html.parser")
+    slides = []
+    for sec in soup.select(".reveal .slides section"):
+        if sec.find("section"):
+            continue                                     # a column of vertical slides, not a slide
+        notes = sec.select("aside.notes")
+        for a in notes:
+            a.extract()
+        cells = sec.select(".jp-MarkdownCell")
+        whole = " ".join(c.get_text() for c in cells)
+        for c in cells:
+            for e in c.select("pre, table, script, style"):
+                e.decompose()
+        slides.append({"shown": " ".join(c.get_text() for c in cells), "whole": whole,
+                       "notes": " ".join(a.get_text() for a in notes), "has_notes": bool(notes)})
+    return slides
+
+
+def wordy_slides(page: str, limit: int = bs.MAX_WORDS) -> list[tuple[int, int]]:
+    """(index, words) of every slide that shows more than ``limit`` words of prose."""
+    counts = [visible_words(s["shown"]) for s in deck_slides(page)]
+    return [(i, n) for i, n in enumerate(counts) if n > limit]
+
+
+def tokens(text: str) -> Counter:
+    """The words of a text, counted."""
+    return Counter(re.findall(r"\w+", text))
+
+
+def source_prose(nb) -> list[str]:
+    """The chapter's Markdown as the slides start from it (MyST converted, the bibliography left out)."""
+    cite = bs.bib_citer()
+    md_all = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    prefix = (re.search(r"^:keyprefix:\s*(\S+)", md_all, re.M) or [None, ""])[1]
+    out = []
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for block in bs.split_blocks(c.source):
+                md = bs.myst_to_markdown(block, cite, prefix)
+                if not re.match(r"#+\s+(bibliography|references)\s*$", md.strip(), re.I):
+                    out.append(md)
+    return out
+
+
+def fragments(md: str) -> list[str]:
+    """The sentences of Markdown prose, cut at every mark that could end one (so a fragment is never longer
+    than a sentence), without display math, code blocks, list or quote markers."""
+    md = re.sub(r"^[ \t]*(>[ \t]?)*", "", md, flags=re.M)
+    md = re.sub(r"\$\$.+?\$\$", "\n\n", md, flags=re.S)
+    md = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "\n\n", md, flags=re.M | re.S)
+    out = []
+    for para in re.split(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)", md):
+        out += [f for f in re.split(r"(?<=[.!?:;\"')\]*_’”])\s+", flat(para)) if re.search(r"\w", f)]
+    return out
+
+
+def flat(md: str) -> str:
+    """Markdown as running text: no quote or list markers, no continuation marks, whitespace collapsed."""
+    md = re.sub(r"^\s*(>\s?)*", "", md, flags=re.M)
+    md = re.sub(r"^\s*([-*+]|\d+[.)])\s+(… )?", "", md, flags=re.M)
+    return " ".join(md.split())
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +189,46 @@ def test_deck_loads_only_local_files(deck):
     assert (deck.parent / "reveal.js/dist/theme/fonts/source-sans-pro/source-sans-pro.css").is_file()
 
 
+def test_every_slide_shows_at_most_40_words_and_its_notes_hold_the_rest(deck):
+    page = deck.read_text()
+    slides = deck_slides(page)
+    assert len(slides) >= 15
+    assert wordy_slides(page) == [], "slides that show more than 40 words"
+    notes = [s for s in slides if s["has_notes"]]
+    assert len(notes) >= len(slides) // 2 and all(visible_words(s["notes"]) > 0 for s in notes)
+    # nothing lost, nothing twice: the slides' Markdown and their notes hold each word of the chapter's prose
+    source = nbformat.read(ROOT / f"{CHAPTER}.ipynb", as_version=4)
+    md = "\n".join(source_prose(source))
+    md = re.sub(r"^\s*(```|~~~).*$", " ", md, flags=re.M)                  # a code block's fences
+    md = re.sub(r"\]\([^)]*\)|</?[a-z]+(\s[^>]*)?>", " ", md)              # link targets, HTML tags
+    got = " ".join(s["whole"] + " " + s["notes"] for s in slides)
+    assert tokens(got) == tokens(md), (tokens(got) - tokens(md), tokens(md) - tokens(got))
+
+
+def test_deck_loads_the_notes_plugin(deck):
+    page = deck.read_text()
+    p = Text()
+    p.feed(page)
+    assert "reveal.js/plugin/notes/notes.js" in p.refs and "plugins: [RevealNotes]" in page
+    assert (deck.parent / "reveal.js/plugin/notes/notes.js").stat().st_size > 10_000
+
+
+def test_the_word_check_fails_on_a_wordy_slide():
+    """The checks above can fail: a slide with 60 words on it is caught, and a slide without notes is seen."""
+    v4 = nbformat.v4
+    wordy = " ".join(f"word{i}" for i in range(60)) + "."
+    nb = v4.new_notebook(cells=[v4.new_markdown_cell("# A title"),
+                                v4.new_markdown_cell(f"{wordy} A second sentence, for the notes.")])
+    for c, kind in zip(nb.cells, ("slide", "-")):            # cut by hand, not by the script: all shown
+        c.metadata["slideshow"] = {"slide_type": kind}
+    page, _ = bs.exporter().from_notebook_node(nb)
+    assert wordy_slides(page) == [(0, 68)] and not deck_slides(page)[0]["has_notes"]
+    page, _ = bs.exporter().from_notebook_node(bs.slide_notebook(nb))   # the script: a 60-word first sentence
+    assert wordy_slides(page) == []                                      # goes to the notes whole
+    [slide] = deck_slides(page)
+    assert visible_words(slide["shown"]) == 2 and visible_words(slide["notes"]) == 66
+
+
 def test_deck_runs_offline_in_chromium(deck):
     exe = chromium_or_skip()
     from playwright.sync_api import sync_playwright
@@ -131,11 +250,25 @@ def test_deck_runs_offline_in_chromium(deck):
             assert page.evaluate("() => Reveal.getTotalSlides()") >= 15
             assert page.locator("mjx-container").count() >= 20 and page.locator("mjx-merror").count() == 0
             # the first slide with a display equation, every fragment shown
-            page.evaluate("""() => { const s = Reveal.getSlides().find(s => s.querySelector('mjx-container[display="true"]'));
-                                     const i = Reveal.getIndices(s); Reveal.slide(i.h, i.v, 99); }""")
+            page.evaluate("""() => {
+                const s = Reveal.getSlides().find(s => s.querySelector('mjx-container[display="true"]'));
+                const i = Reveal.getIndices(s); Reveal.slide(i.h, i.v, 99); }""")
             page.wait_for_timeout(800)                     # the transition
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / "slides-00.png"))
+            # S opens the speaker view (reveal.js's notes plugin): it shows the slide's notes, offline
+            notes = page.evaluate("""() => { const s = Reveal.getSlides().find(s => s.querySelector('aside.notes'));
+                                             const i = Reveal.getIndices(s); Reveal.slide(i.h, i.v);
+                                             return s.querySelector('aside.notes').innerText; }""")
+            with ctx.expect_page() as popup:
+                page.keyboard.press("s")
+            speaker = popup.value
+            speaker.on("pageerror", lambda e: errors.append(f"speaker view: {e}"))
+            speaker.wait_for_function("() => (document.querySelector('.speaker-controls-notes .value') || {})"
+                                      ".innerText", timeout=15_000)
+            shown = speaker.evaluate("() => document.querySelector('.speaker-controls-notes .value').innerText")
+            assert " ".join(notes.split())[:80] in " ".join(shown.split())
+            speaker.screenshot(path=str(SCREENSHOTS / "slides-00-speaker.png"))
         finally:
             browser.close()
     assert not refused and not failed and not errors, (refused, failed, errors)
@@ -169,6 +302,44 @@ def test_every_chapter_cuts_into_slides(path):
                 assert c.metadata["slideshow"]["slide_type"] == "slide"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_chapter_shows_at_most_40_words_a_slide_and_keeps_every_sentence(path):
+    nb = nbformat.read(path, as_version=4)
+    deck = bs.slide_notebook(nb)
+    words = bs.slide_words(deck)
+    assert max(shown for shown, _ in words) <= bs.MAX_WORDS
+    assert sum(notes for _, notes in words) > sum(shown for shown, _ in words)     # most prose is in the notes
+    kinds = [c.metadata["slideshow"]["slide_type"] for c in deck.cells]
+    for i, kind in enumerate(kinds):                  # a slide's notes: one cell, right after its first cell
+        if kind == "notes":
+            assert kinds[i - 1] in ("slide", "subslide") and kinds[i + 1:i + 2] != ["notes"]
+    md = [c.source for c in deck.cells if c.cell_type == "markdown"]
+    source = source_prose(nb)
+    assert tokens("\n".join(md)) == tokens("\n".join(source))        # every word once, shown or in the notes
+    cells = [flat(m) for m in md]
+    for block in source:                                # ... and every sentence whole, on a slide or in notes
+        for f in fragments(block):
+            assert any(f in c for c in cells), f"{path.name}: not on a slide nor in its notes: {f!r}"
+    page, _ = bs.exporter().from_notebook_node(deck)   # counted again on the HTML, by this file's counter
+    assert wordy_slides(page) == [] and len(deck_slides(page)) == len(words)
+
+
+def test_first_sentence_and_the_words_a_slide_shows():
+    first = bs.first_sentence
+    assert first("J.S. Bach wrote them, e.g. BWV 1. Then $x.y$ and `a. B` stay. Next!") == (
+        "J.S. Bach wrote them, e.g. BWV 1.", "Then $x.y$ and `a. B` stay. Next!")
+    assert first("As Huang et al. (2019) say. More.") == ("As Huang et al. (2019) say.", "More.")
+    assert first("One (a *bold* one.) Two.") == ("One (a *bold* one.)", "Two.")
+    assert first("No end here") == ("No end here", "")
+    assert bs.prose_words("# A title\n\n$$\nx = 1\n$$\n\n```python\nx = 1\n```\n\n| a | b |\n\nTwo words") == 4
+    parts = bs.pieces("> **Goals**\n>\n> You can\n>\n> - do one thing. Well;\n> - do another.")
+    assert [(p.kind, p.marker, p.box) for p in parts] == [
+        ("heading", "", 0), ("prose", "", 0), ("prose", "- ", 0), ("prose", "- ", 0)]
+    bs.fit_slide([parts], budget=6)                     # too long to show whole: first sentences, in order
+    assert bs._render(parts) == "> **Goals**\n>\n> You can\n>\n> - do one thing."
+    assert bs._render(parts, notes=True) == "- … Well;\n- do another."
+
+
 def test_slide_rules_on_a_small_notebook():
     v4 = nbformat.v4
     png = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}
@@ -176,7 +347,8 @@ def test_slide_rules_on_a_small_notebook():
         v4.new_markdown_cell("# 1. Title\n\nIntro {cite:p}`c1-huang2019music`.\n\n"
                              "```{admonition} Learning goals\n:class: tip\nGoals.\n```"),
         v4.new_code_cell("import sys\nif 'google.colab' in sys.modules:\n    pass", metadata={"tags": ["hide-input"]}),
-        v4.new_markdown_cell("## Part\n\nText.\n\n$$\nx = 1\n$$\n\n### Detail\n\nMore, as {cite:t}`c1-huang2019music` say."),
+        v4.new_markdown_cell("## Part\n\nText.\n\n$$\nx = 1\n$$\n\n### Detail\n\n"
+                             "More, as {cite:t}`c1-huang2019music` say."),
         v4.new_code_cell("\n".join(f"a{i} = {i}" for i in range(10)),
                          outputs=[v4.new_output("display_data", data=png),
                                   v4.new_output("stream", name="stdout", text="x\n" * 50)]),
@@ -186,9 +358,11 @@ def test_slide_rules_on_a_small_notebook():
                          outputs=[v4.new_output("stream", name="stdout", text="y\n" * 50)]),
         v4.new_code_cell("exercise_1_1(data);"),
         v4.new_code_cell("# Your solution here."),
-        v4.new_code_cell("# Your solution here. Then test it:\n# from musictx_lite.classroom.checkers import check_1_1\n"
+        v4.new_code_cell("# Your solution here. Then test it:\n"
+                         "# from musictx_lite.classroom.checkers import check_1_1\n"
                          "# check_1_1(MyAttention)  # MyAttention(C)"),
-        v4.new_markdown_cell("## Bibliography\n\n```{bibliography}\n:filter: docname in docnames\n:keyprefix: c1-\n```"),
+        v4.new_markdown_cell("## Bibliography\n\n"
+                             "```{bibliography}\n:filter: docname in docnames\n:keyprefix: c1-\n```"),
     ])
     deck = bs.slide_notebook(nb)
     got = [(c.cell_type, c.metadata["slideshow"]["slide_type"], c.source.splitlines()[0]) for c in deck.cells]
