@@ -78,7 +78,7 @@ def test_derive_needs_a_secret():
 def test_grading_a_folder_gives_each_kind_its_score(tmp_path):
     kinds = make("a secret", 1, 9, tmp_path)
     (tmp_path / "submissions" / "notes.txt").write_text("not a submission either\n")   # a stray file: a row too
-    rows = grade(tmp_path / "autograder", 1, tmp_path / "submissions", tmp_path / "week01.csv", scale=0.3)
+    rows = grade(tmp_path / "autograder", 1, tmp_path / "submissions", tmp_path / "week01.csv", scale=0.4)
     a = assignment(1)
     by_student = {r["student"]: r for r in csv.DictReader(open(tmp_path / "week01.csv"))}
     assert len(rows) == len(by_student) == 10 and float(by_student["notes"]["auto"]) == 0
