@@ -53,7 +53,8 @@ def job(task: tuple) -> dict:
     info = {}
     t0 = time.perf_counter()
     out = generate_events(_MODEL["model"], tokens, 4000, temperature, None, seed,
-                          rules=performance_rules() if use else None, info=info, seconds=seconds)
+                          rules=performance_rules(prompt_velocity=float(prompt[:, 3].mean())) if use else None,
+                          info=info, seconds=seconds)
     took = time.perf_counter() - t0
     start = float(prompt[:, 1].max()) if len(prompt) else 0.0
     row = measure(decode(out), prompt, start, seconds, p999, info["left_down"])

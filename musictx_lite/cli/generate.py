@@ -133,7 +133,7 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
     if chorale:
         raise ValueError(f"{', '.join(chorale)}: for chorale models; a piano model continues --prompt-midi FILE's "
                          f"first --prompt-seconds by --events events")
-    prompt, what = None, "from scratch"
+    prompt, what, notes = None, "from scratch", np.zeros((0, 4))
     if a.prompt_midi is not None:
         perf = read_performance(a.prompt_midi)
         seconds = 5.0 if a.prompt_seconds is None else a.prompt_seconds
@@ -148,12 +148,15 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
                 f"{len(prompt) - 1} events)")
     print(f"prompt: {what}")
     info = {}
-    rules = performance_rules() if a.rules else None
+    velocity = float(notes[:, 3].mean()) if a.prompt_midi is not None and len(notes) else None
+    rules = performance_rules(prompt_velocity=velocity) if a.rules else None
     tokens = generate_events(model, prompt, a.events or 1024, a.temperature, a.top_k, a.seed, rules=rules, info=info)
     notes = decode(tokens)
     path = write_performance(notes, a.out)
-    how = (f"the performance grammar (longest hold {rules[1].ticks / 100:g} s, at most {rules[2].keys} keys down; "
-           f"{info['dead_ends']} dead ends, {info['released_at_end']} keys released at the end)" if rules else
-           "the raw sampler (--no-rules)")
+    how = "the raw sampler (--no-rules)"
+    if rules:
+        band = ", the prompt's loudness band" if len(rules) > 3 else ""
+        how = (f"the performance grammar (longest hold {rules[1].ticks / 100:g} s, at most {rules[2].keys} keys "
+               f"down{band}; {info['dead_ends']} dead ends, {info['released_at_end']} keys released at the end)")
     print(f"wrote {path}: {len(notes)} notes, {notes[:, 1].max() if len(notes) else 0:.1f} s, "
           f"{a.events or 1024} events from {ck['model_name']} (step {ck['step']}), {how}")

@@ -12,7 +12,9 @@ pedalled note, so it is allowed), and each rule says which next events it allows
 - ``ReleaseDown``: a NOTE_OFF only for a key that is down (and has sounded for at least a tick);
 - ``MaxHold``: no key held longer than ``seconds``: a time shift may not carry the oldest key past it, and once
   the oldest is due, only the NOTE_OFF of a due key may come;
-- ``MaxKeys``: at most ``keys`` keys down at once: a NOTE_ON of a new key waits for a release.
+- ``MaxKeys``: at most ``keys`` keys down at once: a NOTE_ON of a new key waits for a release;
+- ``Loudness``: no note softer or louder than the prompt's mean velocity moved by the drifts the real performances
+  show between their openings and later: a velocity outside is masked, and a NOTE_ON waits for one inside.
 
 ``generate_events`` also releases every key still down at the end. The limits come from real performances with
 the pedal folded into the notes the codec's way (``limits_of``; the shipped record says which). A dead end (no
@@ -27,26 +29,31 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.performance import NOTE_OFF, NOTE_ON, TICK, TIME_SHIFT, VELOCITY, VOCAB_SIZE
+from ..io.performance import NOTE_OFF, NOTE_ON, TICK, TIME_SHIFT, VELOCITY, VOCAB_SIZE, bin_velocity
 
 EVENT = np.arange(VOCAB_SIZE)
 IS_ON = (EVENT >= NOTE_ON) & (EVENT < NOTE_OFF)
 IS_OFF = (EVENT >= NOTE_OFF) & (EVENT < TIME_SHIFT)
 IS_SHIFT = (EVENT >= TIME_SHIFT) & (EVENT < VELOCITY)
 SHIFT_TICKS = np.where(IS_SHIFT, EVENT - TIME_SHIFT + 1, 0)        # (V,): ticks each time shift moves
-RELAX_ORDER = ("keys", "hold", "release")
+IS_VELOCITY = EVENT >= VELOCITY
+RELAX_ORDER = ("loudness", "keys", "hold", "release")
 LIMITS = Path(__file__).parents[1] / "pretrained" / "piano-grammar.json"   # python -m scripts.piano_grammar
 
 
 @dataclass
 class Keys:
-    """Where a performance stands after its events: the tick, and each key down with the tick it went down."""
+    """Where a performance stands after its events: the tick, each key down with the tick it went down, and the
+    velocity bin the next NOTE_ON takes (64's before any velocity event, as ``decode`` reads it)."""
     now: int = 0
     down: dict[int, int] = field(default_factory=dict)
+    vel: int = 16
 
     def push(self, token: int) -> None:
         t = int(token)
-        if TIME_SHIFT <= t < VELOCITY:
+        if t >= VELOCITY:
+            self.vel = t - VELOCITY
+        elif TIME_SHIFT <= t < VELOCITY:
             self.now += t - TIME_SHIFT + 1
         elif NOTE_ON <= t < NOTE_OFF:
             self.down[t - NOTE_ON] = self.now                        # a new key, or a re-strike
@@ -115,17 +122,43 @@ class MaxKeys:
         return ok
 
 
+class Loudness:
+    """Velocities between ``low`` and ``high`` only: a velocity event outside is masked, and while the current
+    velocity is outside, a NOTE_ON waits for a velocity event."""
+    name = "loudness"
+
+    def __init__(self, low: float, high: float):
+        if not low < high:
+            raise ValueError(f"the loudness band must have low < high, got {low} and {high}")
+        v = bin_velocity(np.arange(VOCAB_SIZE - VELOCITY))                  # each bin's velocity
+        self.inside = (v >= low) & (v <= high)
+        if not self.inside.any():
+            raise ValueError(f"no velocity bin lies between {low} and {high}")
+
+    def allowed(self, keys: Keys) -> np.ndarray:
+        ok = np.ones(VOCAB_SIZE, dtype=bool)
+        ok[VELOCITY:] = self.inside
+        if not self.inside[keys.vel]:
+            ok &= ~IS_ON
+        return ok
+
+
 def shipped_limits() -> dict:
     """The limits measured on the real performances of the project's piano sample, as the package ships them."""
     return json.loads(LIMITS.read_text())["limits"]
 
 
-def performance_rules(limits: dict | None = None, hold: str = "note_s_p999", keys: str = "keys_down_p999") -> tuple:
-    """The grammar with the limits of a record (``limits_of``). By default the 99.9th percentiles of the real
-    notes' lengths and of the keys down, a pianist's usual limits, not the single longest pedal wash of the
-    sample (its maxima, ``hold="longest_note_s", keys="most_keys_down"``). None: the shipped limits."""
+def performance_rules(limits: dict | None = None, prompt_velocity: float | None = None, hold: str = "note_s_p999",
+                      keys: str = "keys_down_p995") -> tuple:
+    """The grammar with the limits of a record (``limits_of``; None: the shipped limits): the 99.9th percentile
+    of the real notes' lengths and the 99.5th of the keys down, not the single longest pedal wash of the sample
+    (its maxima: ``hold="longest_note_s", keys="most_keys_down"``); with the prompt's mean velocity, the loudness
+    band its drifts allow (``drift_min``, ``drift_max``)."""
     limits = shipped_limits() if limits is None else limits
-    return ReleaseDown(), MaxHold(limits[hold]), MaxKeys(limits[keys])
+    rules = (ReleaseDown(), MaxHold(limits[hold]), MaxKeys(limits[keys]))
+    if prompt_velocity is not None and np.isfinite(prompt_velocity):
+        rules += (Loudness(prompt_velocity + limits["drift_min"], prompt_velocity + limits["drift_max"]),)
+    return rules
 
 
 @dataclass
@@ -182,6 +215,7 @@ def limits_of(notes_by_piece: list[np.ndarray]) -> dict:
     seconds = sum(float(n[:, 1].max() - n[:, 0].min()) for n in notes_by_piece if len(n))
     return {"longest_note_s": float(lengths.max()), "note_s_p999": float(np.quantile(lengths, 0.999)),
             "most_keys_down": int(down.max(initial=0)), "keys_down_p999": int(np.ceil(np.quantile(down, 0.999))),
+            "keys_down_p995": int(np.ceil(np.quantile(down, 0.995))),
             "notes_per_s": float(len(lengths) / seconds), "pieces": len(notes_by_piece)}
 
 

@@ -10,6 +10,7 @@ from musictx_lite.engine.grammar import (
     IS_SHIFT,
     Grammar,
     Keys,
+    Loudness,
     MaxHold,
     MaxKeys,
     ReleaseDown,
@@ -72,7 +73,7 @@ def test_a_dead_end_drops_rules_in_the_stated_order_and_is_counted():
     ok = g.mask(usable)
     assert g.dead_ends == 1 and dict(g.dropped) == {"hold": 1}       # the hold goes, the other rule stays
     assert ok[SHIFT(50)] and not ok[OFF(60)]
-    g2 = Grammar(performance_rules({"note_s_p999": 1.0, "keys_down_p999": 4}), Keys.after([BOS]))
+    g2 = Grammar(performance_rules({"note_s_p999": 1.0, "keys_down_p995": 4}), Keys.after([BOS]))
     assert g2.mask(usable).any() and g2.dead_ends == 0
 
 
@@ -97,7 +98,7 @@ def test_a_sampler_kept_to_the_grammar_breaks_none_of_it():
     torch.manual_seed(0)
     model = build_model("piano-local", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=64,
                                                    vocab_size=VOCAB_SIZE)).eval()
-    limits = {"note_s_p999": 0.5, "keys_down_p999": 4}
+    limits = {"note_s_p999": 0.5, "keys_down_p995": 4}
     plain = decode(generate_events(model, None, 300, seed=1))
     assert keys_down(plain).max() > 4                                 # random weights break it
     for seed in (0, 1):
@@ -132,3 +133,19 @@ def test_a_continuation_stops_after_so_many_seconds():
     ev = generate_events(model, None, 5000, seed=0, seconds=2.0, info=info)
     assert info["drawn"] < 5000 and 200 <= Keys.after(ev).now <= 200 + 100       # 2 s, the last shift at most 1 s
     assert info["left_down"] == len(Keys.after(ev).down)
+
+
+def test_loudness_keeps_velocities_in_the_band_and_a_note_waits_for_one():
+    from musictx_lite.io.performance import bin_velocity
+
+    rule = Loudness(40, 80)
+    ok = rule.allowed(Keys.after([BOS, VELOCITY + 12]))                # bin 12: velocity 50, inside
+    inside = bin_velocity(np.arange(32))
+    assert (ok[VELOCITY:] == ((inside >= 40) & (inside <= 80))).all() and ok[ON(60)]
+    loud = rule.allowed(Keys.after([BOS, VELOCITY + 30]))             # 122: outside, so a velocity event first
+    assert not loud[ON(60)] and loud[VELOCITY + 12] and loud[SHIFT(3)]
+    rules = performance_rules({"note_s_p999": 1.0, "keys_down_p995": 4, "drift_min": -10, "drift_max": 10},
+                              prompt_velocity=60)
+    assert [r.name for r in rules] == ["release", "hold", "keys", "loudness"]
+    with pytest.raises(ValueError):
+        Loudness(80, 40)
