@@ -101,7 +101,9 @@ def reading(rec: dict) -> str:
     said.append(f"The model plays {kept['notes_per_s']['mean']:.1f} notes per second with the grammar and "
                 f"{raw['notes_per_s']['mean']:.1f} without, against {real['notes_per_s']['mean']:.1f} in the real "
                 f"performances ({dense:.1f} times as dense).")
-    cost = raw["logp_per_event"]["mean"] - kept["logp_per_event"]["mean"]
-    said.append(f"The grammar costs {cost:.3f} nats per event in the model's own log-probability of what it "
-                f"drew ({kept['logp_per_event']['mean']:.3f} against {raw['logp_per_event']['mean']:.3f}).")
+    mine, theirs = kept["logp_per_event"]["mean"], raw["logp_per_event"]["mean"]
+    said.append(f"The grammar costs {theirs - mine:.3f} nats per event in the model's own log-probability of what "
+                f"it drew ({mine:.3f} against {theirs:.3f})." if mine < theirs else
+                f"The model's own log-probability of what it drew is higher with the grammar ({mine:.3f} nats per "
+                f"event against {theirs:.3f}): on the model's own scale the grammar costs nothing here.")
     return " ".join(said)
