@@ -53,7 +53,8 @@ def sustained(notes: np.ndarray, pedal: list[tuple[float, int]]) -> np.ndarray:
 
     ``pedal``: (time, value) control changes of controller 64. A note whose key comes up while the
     pedal is down ends when the pedal next comes up (if it never does, at its last change); a note
-    of the same key struck again ends there first (a piano has one string per key)."""
+    of the same key struck again ends there first (a key has one hammer and one damper, however many
+    strings: it sounds one note at a time)."""
     notes = notes[np.argsort(notes[:, 0], kind="stable")].copy()
     pedal = sorted(pedal)
     if pedal:

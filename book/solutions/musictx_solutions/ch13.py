@@ -5,9 +5,12 @@ Notebook: notebooks/13_piano.ipynb
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import torch
 
+from musictx_lite import settings
 from musictx_lite.classroom.checks.ch13 import (
     SUSTAIN_MISTAKES,
     _by_start,
@@ -83,7 +86,38 @@ def exercise_13_1(ticks: int = 250) -> list[int]:
     for seconds in (0.01, 0.5, 1.0, 1.01, 2.5, 10.0):
         t = round(seconds / TICK)
         print(f"  {seconds:5.2f} s of silence: {len(time_shifts(t)):2d} event{'s' * (len(time_shifts(t)) != 1)}")
+    for t in range(0, 501):                           # the count: one event per started second
+        assert len(time_shifts(t)) == -(-t // MAX_SHIFT)
+    _say(f"How many: a silence of g ticks costs ceil(g / {MAX_SHIFT}) events (0 for g = 0), checked for "
+         "g = 0..500.")
+    ways = _spellings(ticks)
+    _say(f"Why one way only: the same {ticks} ticks could be spelt {_count(ways)} ways (any sequence of "
+         f"shifts of 1 to {MAX_SHIFT} ticks adding up to them), and decode would read each as the same "
+         "silence. Writing one of them only makes encode a function: each performance is one sequence "
+         "of events, and its probability under a model is that sequence's.")
+    _say("If it did not, the model would have to learn that all these spellings mean one silence, and "
+         "share that silence's probability among them: spread evenly, the spelling written would keep "
+         f"one share in {_count(ways)}, {np.log(float(ways)):.0f} nats lost on "
+         "this one gap, unless the score summed over every spelling.")
     return out
+
+
+def _say(text: str) -> None:
+    """Print a sentence wrapped to the book's width."""
+    print(textwrap.fill(text, settings.WIDTH))
+
+
+def _spellings(ticks: int) -> int:
+    """How many sequences of time shifts (1 to MAX_SHIFT ticks each) add up to ``ticks``."""
+    ways = [1] + [0] * ticks                          # ways[t]: spellings of t ticks
+    for t in range(1, ticks + 1):
+        ways[t] = sum(ways[t - n] for n in range(1, min(t, MAX_SHIFT) + 1))
+    return ways[ticks]
+
+
+def _count(n: int) -> str:
+    """A count in words a reader can take in: exact when short, else its order of magnitude."""
+    return f"{n:,}" if n < 10**9 else f"about {n / 10 ** (len(str(n)) - 1):.1f} x 10^{len(str(n)) - 1}"
 
 
 def _why_ended(note: np.ndarray, end: float, notes: np.ndarray, pedal) -> str:
@@ -114,7 +148,33 @@ def exercise_13_2(notes: np.ndarray | None = None, pedal: list[tuple[float, int]
         n, p = _random_performance(rng)
         assert np.allclose(_by_start(sustain(n, p)), _by_start(sustained(n, p)), atol=1e-9)
     print("sustain equals perf.sustained on 20 random performances of 40 notes with their pedal")
+    _why_pedal_first()
     return held
+
+
+def _why_pedal_first() -> None:
+    """The two why questions of exercise 13.2, answered on small cases."""
+    down = [(0.2, 127), (2.0, 0)]
+    held_key = encode(sustain(np.array([[0.0, 2.0, 60, 80]]), []))             # key held 0 .. 2 s
+    pedalled = encode(sustain(np.array([[0.0, 0.5, 60, 80]]), down))           # key up at 0.5, pedal down
+    same = np.array_equal(held_key, pedalled)
+    _say(f"Held or pedalled? A C4 held down for 2 s encodes as {' '.join(describe(held_key[1:]))}; a C4 "
+         f"released at 0.5 s under a pedal that comes up at 2 s as "
+         + ("the same events. No: once the pedal is folded in, the events cannot tell them apart, nor say "
+            "when the pedal moved." if same else f"{' '.join(describe(pedalled[1:]))}."))
+    notes = np.array([[0.0, 0.5, 60, 80], [1.0, 1.2, 64, 80], [1.5, 1.7, 60, 80]])     # the chapter's case
+    wrong = _sustain_variant(sustain(notes, []), down, restrike=False)       # re-strike first, then the pedal
+    c4 = wrong[wrong[:, 2] == 60]
+    overlap = max(0.0, c4[0, 1] - c4[1, 0])
+    fixed = np.array_equal(encode(wrong), encode(sustain(notes, down)))
+    _say(f"Why after the pedal: the pedal is what makes a key's notes overlap. Re-strike first finds "
+         f"nothing to cut in the chapter's example (C4 is up at 0.5 s, struck again at 1.5 s); then the "
+         f"pedal holds the first C4 to {c4[0, 1]:.2f} s, and C4 sounds twice at once for {overlap:.2f} s, "
+         f"which one key, with one hammer and one damper, cannot do. Pedal first, the re-strike ends it at "
+         f"{sustain(notes, down)[0, 1]:.2f} s. "
+         + ("(encode happens to write the same events either way here, as it too ends a note where its "
+            "key starts again; the notes themselves, which to_midi and the piano roll read, are wrong.)"
+            if fixed else "The events differ too."))
 
 
 def exercise_13_3(events=None, shift: int = 2, n_show: int = 10) -> torch.Tensor:
