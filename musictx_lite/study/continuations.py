@@ -87,8 +87,13 @@ def reading(rec: dict) -> str:
         kept["most_keys_down"]["max"] <= real["most_keys_down"]["max"] and kept["left_down"]["max"] == 0
     said.append(f"With the grammar, the longest note is {kept['longest_s']['max']:.1f} s, at most "
                 f"{kept['most_keys_down']['max']:.0f} keys are down, and no key is left down: "
-                + ("all inside what the real performances do." if within else
+                + ("all inside what the real performances do at their most." if within else
                    "not all inside what the real performances do."))
+    hold = rec.get("limits", {}).get("note_s_p999")
+    if hold is not None and kept["longest_s"]["min"] >= hold - 0.011:
+        said.append(f"But every one of these continuations reaches the hold limit ({hold:.1f} s) at least once, "
+                    f"where the real performances' longest note is {real['longest_s']['mean']:.1f} s on average: "
+                    f"those notes end because the rule ends them, and a pianist hears them cut off.")
     lo, hi = real["velocity_drift"]["min"], real["velocity_drift"]["max"]
     drift = kept["velocity_drift"]
     inside = lo <= drift["min"] and drift["max"] <= hi
@@ -102,8 +107,8 @@ def reading(rec: dict) -> str:
                 f"{raw['notes_per_s']['mean']:.1f} without, against {real['notes_per_s']['mean']:.1f} in the real "
                 f"performances ({dense:.1f} times as dense).")
     mine, theirs = kept["logp_per_event"]["mean"], raw["logp_per_event"]["mean"]
-    said.append(f"The grammar costs {theirs - mine:.3f} nats per event in the model's own log-probability of what "
-                f"it drew ({mine:.3f} against {theirs:.3f})." if mine < theirs else
-                f"The model's own log-probability of what it drew is higher with the grammar ({mine:.3f} nats per "
-                f"event against {theirs:.3f}): on the model's own scale the grammar costs nothing here.")
+    said.append(f"Scored by the model itself, unmasked and at temperature 1, the events drawn with the grammar "
+                f"have a log-probability of {mine:.3f} nats per event against {theirs:.3f} without: "
+                + (f"the grammar costs {theirs - mine:.3f} nats per event on the model's own scale." if mine < theirs
+                   else "on the model's own scale the grammar costs nothing here."))
     return " ".join(said)

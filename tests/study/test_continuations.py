@@ -32,6 +32,10 @@ def test_the_reading_follows_the_record():
                        "raw, T=1": summary((6, 25), (12, 30), (3, 9), (-2, 14))}}
     text = C.reading(rec)
     assert "all inside what the real performances do" in text and "inside their range" in text
+    assert "cut off" not in text
+    rec["limits"] = {"note_s_p999": 4.0}                          # every kept continuation reaches it
+    assert "reaches the hold limit (4.0 s)" in C.reading(rec) and "cut off" in C.reading(rec)
+    del rec["limits"]
     assert "the grammar costs nothing here" in text                   # -2.55 against -2.55: not lower
     rec["summary"]["grammar, T=1"]["most_keys_down"]["max"] = 25
     rec["summary"]["grammar, T=1"]["velocity_drift"]["max"] = 12
