@@ -28,11 +28,14 @@ COLORS = ("#d62728", "#2ca02c", "#1f77b4", "#9467bd")   # S A T B, in every figu
 def piano_roll(pitches: np.ndarray, onsets: np.ndarray | None = None, ax=None, title: str | None = None,
                start: int = 0, alpha: float = 0.85, seconds: float | None = None):
     """Plot a pitch grid as a piano roll, one colour per voice; x in quarter notes. Given a ``Performance``
-    (chapter 13), its notes in seconds (``performance_roll``; ``seconds``: how many to show)."""
+    (chapter 13), its notes in seconds from its first note (``performance_roll``; ``seconds``: how many to
+    show; the silence a recording holds before the first note is not shown)."""
     import matplotlib.pyplot as plt
 
     if hasattr(pitches, "notes") and hasattr(pitches, "tokens"):
-        return performance_roll(pitches.notes, ax=ax, title=title, seconds=seconds)
+        notes = np.asarray(pitches.notes).reshape(-1, 4)
+        first = float(notes[:, 0].min()) if len(notes) else 0.0
+        return performance_roll(notes, ax=ax, title=title, seconds=seconds, start=first)
     if seconds is not None:
         raise ValueError("seconds is for a performance; a pitch grid's roll shows all its steps")
 

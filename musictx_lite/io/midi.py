@@ -142,10 +142,17 @@ def write_midi(pitches: np.ndarray, path: str | os.PathLike, onsets: np.ndarray 
     return atomic_write(path, grid_to_midi(pitches, onsets, tempo, metre=metre, pickup=pickup).write)
 
 
-def note_name(pitch: int) -> str:
-    """MIDI number -> scientific pitch name: 60 -> 'C4' (middle C), 74 -> 'D5'."""
-    names = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
-    return f"{names[int(pitch) % 12]}{int(pitch) // 12 - 1}"
+def note_name(pitch: int, centre: float | None = None) -> str:
+    """MIDI number -> scientific pitch name: 60 -> 'C4' (middle C), 74 -> 'D5'. A black key is spelt
+    nearest ``centre`` on the line of fifths (``io.spelling``: 63 is 'D#4' in C sharp minor, 'Eb4' in C minor);
+    without a key, as C#, Eb, F#, Ab and Bb."""
+    if centre is None:
+        names = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+        return f"{names[int(pitch) % 12]}{int(pitch) // 12 - 1}"
+    from .spelling import spelling
+
+    letter, alter, octave = spelling(pitch, centre)
+    return f"{letter}{'#' * alter if alter > 0 else 'b' * -alter}{octave}"
 
 
 def _quiet_import_fluidsynth():

@@ -246,18 +246,25 @@ def read_performance(path: str | os.PathLike, piece: str = "") -> Performance:
     return Performance(name, notes, encode(notes), piece or name, str(path))
 
 
-def describe(tokens) -> list[str]:
-    """Events as readable words: ``ON C4``, ``OFF C4``, ``SHIFT 120ms``, ``VEL 80``."""
+def describe(tokens, centre: float | None = None) -> list[str]:
+    """Events as readable words: ``ON C4``, ``OFF C4``, ``SHIFT 120ms``, ``VEL 80``. A black key is spelt in
+    the key that the events' note-ons suggest (``io.spelling.key_of``: D#4, not Eb4, in C sharp minor), or nearest
+    ``centre`` on the line of fifths when it is given (``io.spelling``)."""
     from .midi import note_name
 
+    tokens = np.asarray(tokens).reshape(-1)
+    if centre is None:
+        from .spelling import key_centre, key_of
+
+        centre = key_centre(key_of(tokens[(tokens >= NOTE_ON) & (tokens < NOTE_OFF)] - NOTE_ON))
     words = []
-    for t in np.asarray(tokens).reshape(-1).tolist():
+    for t in tokens.tolist():
         if t == PAD or t == BOS:
             words.append("PAD" if t == PAD else "BOS")
         elif t < NOTE_OFF:
-            words.append(f"ON {note_name(t - NOTE_ON)}")
+            words.append(f"ON {note_name(t - NOTE_ON, centre)}")
         elif t < TIME_SHIFT:
-            words.append(f"OFF {note_name(t - NOTE_OFF)}")
+            words.append(f"OFF {note_name(t - NOTE_OFF, centre)}")
         elif t < VELOCITY:
             words.append(f"SHIFT {10 * (t - TIME_SHIFT + 1)}ms")
         else:

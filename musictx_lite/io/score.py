@@ -25,6 +25,7 @@ import numpy as np
 from ..files import atomic_write
 from .audio import download_link
 from .midi import STEPS_PER_QUARTER, bar_steps, notes_of
+from .spelling import key_centre, key_of, spelling
 from .tokens import VOICES
 
 STEPS_PER_BAR = 4 * STEPS_PER_QUARTER        # 4/4
@@ -82,26 +83,17 @@ def _checked(pitches: np.ndarray, onsets: np.ndarray | None, pickup: int = 0, me
 
 def _spell(midi: int, centre: float):
     """A music21 Pitch for a MIDI number, spelt nearest ``centre`` on the line of fifths (C=0, G=1, F=-1)."""
-    m21 = _music21()
-    fifth = (midi % 12) * 7 % 12                 # C#=7 (or -5 as Db), Bb=10 (or -2)
-    fifth += 12 * round((centre - fifth) / 12)   # the spelling closest to the key
-    letter, sharps = "FCGDAEB"[(fifth + 1) % 7], (fifth + 1) // 7
-    p = m21.pitch.Pitch(letter + ("#" * sharps if sharps > 0 else "-" * -sharps))
-    p.octave = 4
-    p.octave += (midi - p.midi) // 12
+    letter, alter, octave = spelling(midi, centre)
+    p = _music21().pitch.Pitch(letter + ("#" * alter if alter > 0 else "-" * -alter))
+    p.octave = octave
+    assert p.midi == midi, (midi, p)
     return p
 
 
 def _key(pitches: np.ndarray):
-    """The key the notes suggest (music21's key profiles, Aarden-Essen), or C major for a silent grid."""
-    m21 = _music21()
+    """The key the notes of a pitch grid suggest (``key_of``, each pitch weighted by its steps)."""
     sounding = pitches[pitches >= 0]
-    if sounding.size == 0:
-        return m21.key.Key("C")
-    hist = m21.stream.Stream([m21.note.Note(int(p)) for p in np.unique(sounding)])
-    for n in hist.notes:                          # weight each pitch by how long it sounds
-        n.quarterLength = float((sounding == n.pitch.midi).sum()) / STEPS_PER_QUARTER
-    return hist.analyze("key")
+    return key_of(sounding, np.full(sounding.shape, 1.0 / STEPS_PER_QUARTER))
 
 
 def _voice_measures(notes: list[tuple[int, int, int]], n_steps: int, stem: str, centre: float, pad: int,
@@ -184,7 +176,7 @@ def to_stream(pitches: np.ndarray, onsets: np.ndarray | None = None, title: str 
     pad = (bar - pickup) % bar                                       # the upbeat bar's missing start
     n_steps = -(-(pad + len(pitches)) // bar) * bar                  # whole bars
     k = _key(pitches)
-    centre = k.sharps + (3.5 if k.mode == "minor" else 2.5)          # middle of the key's fifths, leaning sharp
+    centre = key_centre(k)
     voices = [_voice_measures(notes, n_steps, stem, centre, pad, metre)
               for notes, stem in zip(notes_of(pitches, onsets), STEMS)]
 

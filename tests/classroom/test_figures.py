@@ -128,3 +128,15 @@ def test_baselines_look_the_same_everywhere_and_a_far_one_is_named_not_drawn():
         assert ax.get_ylim()[1] < 2.9                                            # the far line does not squash
     assert styles[0] == styles[1] == styles[2]                                 # whatever the number of runs
     plt.close("all")
+
+
+def test_a_performance_roll_starts_at_its_first_note_not_at_the_recordings_silence():
+    from musictx_lite.classroom.plots import piano_roll
+    from musictx_lite.io import performance as perf
+
+    notes = np.array([[3.9, 4.4, 60, 70], [4.5, 5.0, 64, 60], [20.0, 21.0, 67, 80]])
+    piece = perf.Performance("p", notes, perf.encode(notes), "p", "p.mid")
+    ax = piano_roll(piece, seconds=15)
+    assert ax.get_xlim() == pytest.approx((3.9, 18.9))          # 15 s of music from the first note
+    assert len(ax.patches) == 2                                  # the note at 20 s lies outside them
+    plt.close("all")

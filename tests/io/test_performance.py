@@ -31,6 +31,15 @@ def test_vocabulary_layout():
         "BOS", "VEL 82", "ON C4", "SHIFT 120ms", "OFF C#4", "PAD"]
 
 
+def test_note_names_follow_the_key_the_note_ons_suggest():
+    c_sharp_minor = [ON(61), ON(64), ON(68), OFF(61), ON(63), ON(73)]      # C# E G# then D#: not Eb
+    assert P.describe(c_sharp_minor) == ["ON C#4", "ON E4", "ON G#4", "OFF C#4", "ON D#4", "ON C#5"]
+    c_minor = [ON(60), ON(63), ON(67), ON(70), ON(68)]                     # C Eb G Bb Ab: flats
+    assert P.describe(c_minor) == ["ON C4", "ON Eb4", "ON G4", "ON Bb4", "ON Ab4"]
+    assert P.describe([ON(61)], centre=-4) == ["ON Db4"]                   # a given key wins
+    assert P.describe([OFF(60), SHIFT(3)]) == ["OFF C4", "SHIFT 30ms"]     # no note-on: C major
+
+
 def test_single_note():
     assert P.encode(notes([0.0, 0.5, 60, 80])).tolist() == [BOS, VEL(20), ON(60), SHIFT(50), OFF(60)]
     # a late start shifts first; a note shorter than a tick still lasts one

@@ -222,3 +222,4 @@ def test_missing_engraver_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "music21", None)
     with pytest.raises(ImportError, match=r"pip install 'music21"):
         score.to_stream(g)
+

@@ -199,8 +199,9 @@ def exercise_13_3(events=None, shift: int = 2, n_show: int = 10) -> torch.Tensor
         assert np.array_equal(decode(up), moved)              # decode sorts; one shift keeps the order
         print(f"decoded: the same {len(notes)} notes, at the same times and loudness, each {shift:+d} semitones")
     top = torch.tensor([NOTE_ON + 127])
-    print(f"the top key up a semitone: {describe(top)[0]} -> {describe(transposed_events(top, 1))[0]}: "
-          "a note-off, so EventCrops draws only the shifts that keep every key on the keyboard")
+    print(f"MIDI's top pitch, 127 (G9, far above the piano's top key, C8 = 108), up a semitone: "
+          f"{describe(top)[0]} -> {describe(transposed_events(top, 1))[0]}: the id runs into the note-offs, "
+          "so EventCrops draws only the shifts that keep every pitch in MIDI's range 0..127")
     return up
 
 
