@@ -35,6 +35,7 @@ def load_script():
 
 
 bs = load_script()
+st = importlib.import_module("scripts.slide_text")   # scripts/slide_text.py: the prose a slide shows, and its notes
 
 
 class Text(html.parser.HTMLParser):
@@ -91,7 +92,7 @@ def deck_slides(page: str) -> list[dict]:
     return slides
 
 
-def wordy_slides(page: str, limit: int = bs.MAX_WORDS) -> list[tuple[int, int]]:
+def wordy_slides(page: str, limit: int = st.MAX_WORDS) -> list[tuple[int, int]]:
     """(index, words) of every slide that shows more than ``limit`` words of prose."""
     counts = [visible_words(s["shown"]) for s in deck_slides(page)]
     return [(i, n) for i, n in enumerate(counts) if n > limit]
@@ -104,14 +105,14 @@ def tokens(text: str) -> Counter:
 
 def source_prose(nb) -> list[str]:
     """The chapter's Markdown as the slides start from it (MyST converted, the bibliography left out)."""
-    cite = bs.bib_citer()
+    cite = st.bib_citer()
     md_all = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     prefix = (re.search(r"^:keyprefix:\s*(\S+)", md_all, re.M) or [None, ""])[1]
     out = []
     for c in nb.cells:
         if c.cell_type == "markdown":
-            for block in bs.split_blocks(c.source):
-                md = bs.myst_to_markdown(block, cite, prefix)
+            for block in st.split_blocks(c.source):
+                md = st.myst_to_markdown(block, cite, prefix)
                 if not re.match(r"#+\s+(bibliography|references)\s*$", md.strip(), re.I):
                     out.append(md)
     return out
@@ -307,7 +308,7 @@ def test_every_chapter_shows_at_most_40_words_a_slide_and_keeps_every_sentence(p
     nb = nbformat.read(path, as_version=4)
     deck = bs.slide_notebook(nb)
     words = bs.slide_words(deck)
-    assert max(shown for shown, _ in words) <= bs.MAX_WORDS
+    assert max(shown for shown, _ in words) <= st.MAX_WORDS
     assert sum(notes for _, notes in words) > sum(shown for shown, _ in words)     # most prose is in the notes
     kinds = [c.metadata["slideshow"]["slide_type"] for c in deck.cells]
     for i, kind in enumerate(kinds):                  # a slide's notes: one cell, right after its first cell
@@ -325,19 +326,19 @@ def test_every_chapter_shows_at_most_40_words_a_slide_and_keeps_every_sentence(p
 
 
 def test_first_sentence_and_the_words_a_slide_shows():
-    first = bs.first_sentence
+    first = st.first_sentence
     assert first("J.S. Bach wrote them, e.g. BWV 1. Then $x.y$ and `a. B` stay. Next!") == (
         "J.S. Bach wrote them, e.g. BWV 1.", "Then $x.y$ and `a. B` stay. Next!")
     assert first("As Huang et al. (2019) say. More.") == ("As Huang et al. (2019) say.", "More.")
     assert first("One (a *bold* one.) Two.") == ("One (a *bold* one.)", "Two.")
     assert first("No end here") == ("No end here", "")
-    assert bs.prose_words("# A title\n\n$$\nx = 1\n$$\n\n```python\nx = 1\n```\n\n| a | b |\n\nTwo words") == 4
-    parts = bs.pieces("> **Goals**\n>\n> You can\n>\n> - do one thing. Well;\n> - do another.")
+    assert st.prose_words("# A title\n\n$$\nx = 1\n$$\n\n```python\nx = 1\n```\n\n| a | b |\n\nTwo words") == 4
+    parts = st.pieces("> **Goals**\n>\n> You can\n>\n> - do one thing. Well;\n> - do another.")
     assert [(p.kind, p.marker, p.box) for p in parts] == [
         ("heading", "", 0), ("prose", "", 0), ("prose", "- ", 0), ("prose", "- ", 0)]
-    bs.fit_slide([parts], budget=6)                     # too long to show whole: first sentences, in order
-    assert bs._render(parts) == "> **Goals**\n>\n> You can\n>\n> - do one thing."
-    assert bs._render(parts, notes=True) == "- … Well;\n- do another."
+    st.fit_slide([parts], budget=6)                     # too long to show whole: first sentences, in order
+    assert st.render(parts) == "> **Goals**\n>\n> You can\n>\n> - do one thing."
+    assert st.render(parts, notes=True) == "- … Well;\n- do another."
 
 
 def test_slide_rules_on_a_small_notebook():
@@ -385,7 +386,7 @@ def test_slide_rules_on_a_small_notebook():
 
 def test_split_blocks_keeps_fences_and_displays_whole():
     text = "a\nb\n\n```{admonition} T\n:class: note\nx\n\ny\n```\n\n$$\nu\n\nv\n$$\n\nc"
-    assert bs.split_blocks(text) == ["a\nb", "```{admonition} T\n:class: note\nx\n\ny\n```", "$$\nu\n\nv\n$$", "c"]
+    assert st.split_blocks(text) == ["a\nb", "```{admonition} T\n:class: note\nx\n\ny\n```", "$$\nu\n\nv\n$$", "c"]
 
 
 def test_reveal_is_pinned_and_fetched_with_the_shared_helper():
