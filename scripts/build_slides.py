@@ -19,8 +19,10 @@ The slide structure is derived from the notebook on every run; the notebooks car
 - an admonition (learning goals, an exercise) gets a sub-slide of its own, a paragraph with a
   display equation is a fragment (it appears on the next click);
 - a slide whose text and figures pass about ``SLIDE_LINES`` lines continues on a sub-slide;
-- code cells show their source only when it is at most ``SHORT_CODE`` lines; their outputs stay
-  when they are figures, audio players or at most ``SHORT_TEXT`` lines of text;
+- code cells show their source only when it is at most ``SHORT_CODE`` lines and not a ``getsource`` call
+  (its listing is the output), without its ``assert`` checks; figures and audio players stay whole, printed
+  text and tables show their first ``SHORT_TEXT`` lines (rows) and listings ``LISTING_LINES``, then "…",
+  printed Markdown its first sentence (``shown_output``);
 - the install cell and the exercise cells (the solution calls ``exercise_N_M(...)`` and the
   ``# Your solution here.`` stubs) are dropped;
 - MyST syntax becomes plain Markdown: an admonition a box (a blockquote), ``{cite:p}`` an author-year citation from
@@ -31,9 +33,9 @@ A slide shows at most ``MAX_WORDS`` (40) words of prose; the rest of its prose i
 (``fit_slide``, in ``scripts/slide_text.py`` with the MyST-to-Markdown step), slide by slide, in reading order:
 
 - headings, display equations, code, tables, figures, audio and short outputs are shown as before;
-- of each paragraph and each list item, the first sentence is shown and the rest goes to the notes; a sentence
-  ends at . ! or ? followed by a capital, a digit, math or code (not after e.g., i.e., et al. or an initial,
-  nor inside math, code or a link);
+- of each paragraph the first sentence is shown, of each list item its first clause (to a colon or
+  semicolon), and the rest goes to the notes; a sentence ends at . ! or ? followed by a capital, a digit,
+  math or code (not after e.g., i.e., et al. or an initial, nor inside math, code or a link);
 - the words are counted as they are read: the heading's and an admonition's title count, math, code, tables and
   link targets do not. Once the next first sentence would take the slide past 40 words, it and all the prose
   after it on that slide go to the notes whole (a list item the slide shows goes on there as "- …");
@@ -52,6 +54,7 @@ embedded in the HTML, and the template loads nothing else (no require.js, jQuery
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import os
 import re
@@ -65,8 +68,10 @@ from scripts import ROOT, book_extension, student_notebooks  # student_notebooks
 from scripts.slide_text import (
     ADMONITIONS,
     FENCE,
+    MAX_WORDS,
     Piece,
     bib_citer,
+    first_sentence,
     fit_slide,
     myst_to_markdown,
     pieces,
@@ -78,7 +83,8 @@ from scripts.slide_text import (
 offline = book_extension("offline")     # book/_ext/offline.py: the npm download helper and the MathJax bundle
 
 SHORT_CODE = 6       # a code cell of at most this many lines shows its source
-SHORT_TEXT = 8       # a text output of at most this many lines stays
+SHORT_TEXT = 8       # a text output or table shows at most this many lines (rows), then "…"
+LISTING_LINES = 16   # a code listing that a cell prints (Code(getsource(...))) shows at most this many
 SLIDE_LINES = 18     # about what fits on a slide; past it, the next block starts a sub-slide
 FIGURE_LINES = 12    # what a figure counts against SLIDE_LINES
 REVEAL_DIR = "reveal.js"
@@ -106,21 +112,73 @@ def _text(o) -> str:
     return o.get("data", {}).get("text/plain", "")
 
 
-def keep_output(o) -> bool:
-    """Figures, audio players, short HTML and short text; not errors, warnings or long listings."""
+def _head(text: str, n: int, more: str = "… (the rest is in the book)") -> str:
+    lines = text.rstrip("\n").splitlines()
+    return text if len(lines) <= n else "\n".join(lines[:n - 1] + [more]) + "\n"
+
+
+def _cut_html(html: str, at: int, close: str) -> str:
+    """``html`` cut at ``at``, its open tags closed (``close``: what ends the element cut), then "…"."""
+    kept = html[:at]
+    spans = kept.count("<span") - kept.count("</span>")
+    divs = kept.count("<div") - kept.count("</div>")
+    return kept + "</span>" * max(spans, 0) + close + "</div>" * max(divs, 0) + "<p>… (the rest is in the book)</p>"
+
+
+def shown_output(o):
+    """What a slide keeps of an output, or None: figures and audio whole; printed text, tables and code
+    listings cut to what a slide holds, with "…" where they go on (the book has them whole); printed Markdown
+    to its first sentence past ``MAX_WORDS``; not errors, warnings or empty streams."""
     if o.output_type == "error":
-        return False
+        return None
+    o = copy.deepcopy(o)
     if o.output_type == "stream":
-        return o.name == "stdout" and 0 < len(o.text.strip().splitlines()) <= SHORT_TEXT
+        if o.name != "stdout" or not o.text.strip():
+            return None
+        o.text = _head(o.text, SHORT_TEXT)
+        return o
     data = o.get("data", {})
-    if any(k.startswith("image/") for k in data):
-        return True
     html = data.get("text/html", "")
-    if "<audio" in html:
-        return True
+    if any(k.startswith("image/") for k in data) or "<audio" in html:
+        return o
+    if "text/plain" in data:
+        data["text/plain"] = _head(data["text/plain"], LISTING_LINES if "<pre" in html else SHORT_TEXT)
+    if "<pre" in html:                                        # a code listing (Code(getsource(...)))
+        start = html.index("<pre")
+        lines = html[start:].split("\n")
+        if len(lines) > LISTING_LINES + 1:
+            data["text/html"] = _cut_html(html, start + len("\n".join(lines[:LISTING_LINES])) + 1, "</pre>")
+        data.pop("text/latex", None)
+        return o
+    rows = [m.start() for m in re.finditer(r"<tr[\s>]", html)]
+    if len(rows) > SHORT_TEXT + 1:                             # a table: its head and first rows
+        end = "</tbody></table>" if "<tbody" in html else "</table>"
+        data["text/html"] = _cut_html(html, rows[SHORT_TEXT + 1], end)
+        return o
     if html:
-        return html.count("<tr") <= SHORT_TEXT + 1
-    return 0 < len(_text(o).strip().splitlines()) <= SHORT_TEXT
+        return o
+    md = data.get("text/markdown", "")
+    if md:
+        first, rest = first_sentence(" ".join(md.split()))
+        data["text/markdown"] = first + (" …" if rest and prose_words(md) > MAX_WORDS else (" " + rest if rest else ""))
+        return o
+    return o if _text(o).strip() else None
+
+
+def shown_source(source: str) -> str:
+    """A code cell's source as a slide shows it: without its ``assert`` statements (the book's checks, not the
+    lecture's point), including ``if ...: assert ...``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:                                       # IPython syntax (magics): as it is
+        return source
+    drop = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) or (isinstance(node, ast.If) and not node.orelse
+                                            and all(isinstance(b, ast.Assert) for b in node.body)):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    lines = source.splitlines()
+    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop).strip("\n")
 
 
 def _cost(cell) -> int:
@@ -212,11 +270,13 @@ def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
             if is_dropped(cell):
                 continue
             c = copy.deepcopy(cell)
-            c.outputs = [o for o in c.get("outputs", []) if keep_output(o)]
-            long = len(c.source.strip().splitlines()) > SHORT_CODE
-            if long:
+            c.outputs = [k for o in c.get("outputs", []) if (k := shown_output(o)) is not None]
+            c.source = shown_source(c.source)
+            listing = re.search(r"\b(getsource|show_source)\(", c.source)   # the listing is the output
+            hide = not c.source.strip() or listing or len(c.source.strip().splitlines()) > SHORT_CODE
+            if hide:
                 c.metadata["tags"] = [*c.metadata.get("tags", []), "slides-hide-input"]
-            if long and not c.outputs:
+            if hide and not c.outputs:
                 continue                                 # nothing left to show
             add(c, "-")
     if not cells:

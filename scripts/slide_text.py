@@ -135,7 +135,9 @@ def myst_to_markdown(text: str, cite: Callable[[str, str], str], keyprefix: str 
         if name == "math":
             return f"${content}$"
         return re.sub(r"\s*<[^>]*>$", "", content)     # {doc}`text <target>` -> text
-    return re.sub(r"\{([\w:-]+)\}`([^`]*)`", role, md)
+    md = re.sub(r"\{([\w:-]+)\}`([^`]*)`", role, md)
+    # "Huang et al. (Huang et al., 2019)": the authors already named, the citation gives the year
+    return re.sub(r"((?:[A-Z][\w'’-]+)(?: et al\.| and [A-Z][\w'’-]+)?) \(\1, (\d{4}[a-z]?|n\.d\.)\)", r"\1 (\2)", md)
 
 
 # -- what a slide shows, and its speaker notes ---------------------------------------------------
@@ -146,7 +148,9 @@ _OPAQUE = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|`[^`]*`|!?\[[^\]]*\]\([
 # a sentence ends at . ! ? (closing quotes, brackets and emphasis after it) and whitespace, and the next one
 # starts with a capital, a digit, or math or code (masked as X)
 _SENTENCE_END = re.compile(r"[.!?]+[\"'’”)\]*_]*\s+(?=[\"'‘“(\[*_]*[A-Z0-9])")
-ABBREVIATIONS = {"al.", "cf.", "vs.", "fig.", "figs.", "eq.", "eqs.", "approx.", "resp.", "ch.", "sec.", "no."}
+ABBREVIATIONS = {"al.", "cf.", "vs.", "fig.", "figs.", "eq.", "eqs.", "approx.", "resp.", "ch.", "sec.", "no.",
+                 "par.", "ex.", "p.", "pp.", "vol."}
+_CLAUSE_END = re.compile(r"[:;]\s+")      # a list item's first clause ends here (if before its first sentence does)
 _LIST_ITEM = re.compile(r"^ {0,3}([-*+]|\d{1,3}[.)])\s+")
 
 
@@ -197,7 +201,16 @@ class Piece:
 
     @property
     def lead(self) -> str:
-        return self.text if self.text.startswith("<") else first_sentence(self.text)[0]   # raw HTML: whole
+        """What the slide shows first: the first sentence; of a list item (a goal, a point of a summary), its
+        first clause, up to a colon or semicolon; raw HTML whole."""
+        if self.text.startswith("<"):
+            return self.text
+        first = first_sentence(self.text)[0]
+        if self.marker:
+            masked = _OPAQUE.sub(lambda m: "X" * len(m.group()), first)
+            if (m := _CLAUSE_END.search(masked)) and m.start() + 1 < len(first.rstrip()):
+                return first[:m.start() + 1]
+        return first
 
     @property
     def notes(self) -> str:

@@ -6,7 +6,8 @@ A page asks for the widget with ``<div class="musictx-play" data-mode="..."></di
 - adds, to those pages only, the widget's stylesheet and scripts: ONNX Runtime
   Web's ``ort.wasm.min.js``, then ``melody.js`` (tinyNotation, as
   ``musictx_lite.io.melody``), ``rules.js`` (the rules of four-part writing, as
-  ``musictx_lite.engine.rules``), ``sound.js`` (the piano roll and the organ) and
+  ``musictx_lite.engine.rules``), ``sound.js`` (the piano roll and the organ), ``files.js`` (MIDI
+  and MusicXML to save) and
   ``musictx-play.js`` (sampling, as ``musictx_lite.engine.sample``), all from
   ``book/play/``; every other page loads none of it;
 - copies into ``_static/play/`` the files of ``book/play/`` (the graphs that
@@ -38,7 +39,7 @@ ORT = NpmPackage(
     ("dist/ort.wasm.min.js", "dist/ort-wasm-simd-threaded.mjs", "dist/ort-wasm-simd-threaded.wasm"),
 )
 PLAY_DIR = "play"                                   # under _static
-SCRIPTS = ("ort/ort.wasm.min.js", "melody.js", "rules.js", "sound.js", "musictx-play.js")
+SCRIPTS = ("ort/ort.wasm.min.js", "melody.js", "rules.js", "sound.js", "files.js", "musictx-play.js")
 SHIPPED = ("*.js", "*.css", "*.onnx", "*.json")
 MARK = 'class="musictx-play'
 LICENSES = f"""What the model-on-the-page widget bundles (book/_ext/play.py)
@@ -51,7 +52,7 @@ ort/ort.wasm.min.js, ort/ort-wasm-simd-threaded.mjs, ort/ort-wasm-simd-threaded.
 *.onnx: the musictx-lite book's shipped models (MIT, as the book's code), exported by
   python -m scripts.export_web; chorales.json: the opening bars of J.S. Bach's chorales
   (public domain) from the official JSB split's test set.
-melody.js, rules.js, sound.js, musictx-play.js, play.css: musictx-lite (MIT).
+melody.js, rules.js, sound.js, files.js, musictx-play.js, play.css: musictx-lite (MIT).
 """
 
 

@@ -8,7 +8,8 @@
  * soprano's range; `onsets` is true where a note starts; `log` says what was done, in the words of
  * read_melody. A melody that cannot be harmonised throws MusictxMelody.MelodyError, with the message
  * read_melody gives. `ignored` lists the tokens music21 would drop without a word (a typo such as
- * "x9" or "d3"), so that a page can show them.
+ * "x9" or "d3"); `log` names them, and a note whose octave marks music21 drops ("g#'" is G#4), as
+ * read_melody's log does. A chord ("chord{c' e' g'}", "<c' e' g'>") is refused, as in Python.
  *
  * The reading follows music21's tinyNotation.Converter token by token: its regular expressions, its
  * states (a tie "~" reaches the next note; "trip{" and "quad{" last to their "}"), and its habit of
@@ -66,6 +67,14 @@
   }
   const signed = (n) => (n >= 0 ? "+" : "") + n;                          // Python's {n:+d}
   const noteName = (p) => NAMES[p % 12] + (Math.floor(p / 12) - 1);      // 60 -> "C4"
+  const TINY = ["c", "c#", "d", "e-", "e", "f", "f#", "g", "a-", "a", "b-", "b"];
+  /* A MIDI pitch in tinyNotation, written so that music21 reads it back as that pitch: 61 -> "c#",
+     73 -> "c'#" (octave marks before the accidental: "c#'" is C#4), 48 -> "C", 37 -> "CC#" */
+  function tinyName(p) {
+    const octave = Math.floor(p / 12) - 1, name = TINY[p % 12], letter = name[0], acc = name.slice(1);
+    if (octave >= 4) return letter + "'".repeat(octave - 4) + acc;
+    return letter.toUpperCase().repeat(4 - octave) + acc;
+  }
 
   /* -- music21's token grammar (tinyNotation._getDefaultTokenMap) ------------------------------- */
   const ACC = "\\((?:#+|-+|n)\\)|#+|-+|n";
@@ -199,7 +208,24 @@
     // to begin with), the bar of the time signature; with none at the start, music21 writes 4/4
     const st = {active: [], items: [], time: [0, 1], last: [1, 1], bar: null, metre: "4/4",
                 started: false, ignored: []};
-    body.split(/\s+/).forEach((tok, i) => parseOne(tok, i + 1, st));
+    const tokens = body.split(/\s+/);
+    tokens.forEach((tok, k) => {                  // a chord is refused (tiny_notation_notes)
+      const state = /(\w+)\{/.exec(tok);
+      if ((state && !TUPLETS[state[1]]) || tok.includes("<") || tok.includes(">")) {
+        throw new MelodyError(`the tinyNotation melody has "${tok}" (token ${k + 1}): a chord is not a melody, ` +
+          "one note at a time (tinyNotation knows no chord; music21 would play its notes one after another)");
+      }
+    });
+    tokens.forEach((tok, i) => parseOne(tok, i + 1, st));
+    // what is not taken as written, for the log (tiny_notation_notes): skipped tokens, late octave marks
+    const said = st.ignored.length ? [`not tinyNotation, skipped: ${st.ignored.join(" ")}`] : [];
+    for (const tok of tokens) {
+      const m = /[a-g](#+|-+|n)('+)/.exec(tok);
+      if (!m || st.ignored.includes(tok)) continue;
+      const letter = m[0][0], name = letter.toUpperCase() + m[1].replace(/-/g, "b").replace("n", "");
+      said.push(`"${tok}" reads as ${name}4: octave marks go before the accidental (${letter}${m[2]}${m[1]} ` +
+                `is ${name}${4 + m[2].length})`);
+    }
     const notes = [];
     for (const n of st.items) {
       if (n.rest) continue;
@@ -208,7 +234,7 @@
       if (tied && last && last.pitch === n.pitch && same(last.end, n.start)) last.end = end;   // tied on
       else notes.push({start: n.start, end: end, pitch: n.pitch});
     }
-    return {notes: notes, metre: st.metre, ignored: st.ignored};
+    return {notes: notes, metre: st.metre, ignored: st.ignored, said: said};
   }
 
   /* Notes on the 16th grid, from the first note (to_grid) */
@@ -276,7 +302,7 @@
     if (transpose !== null && !Number.isInteger(transpose)) {
       throw new MelodyError(`the transposition must be a whole number of semitones, not ${transpose}`);
     }
-    const {notes, metre, ignored} = readNotes(String(text));
+    const {notes, metre, ignored, said} = readNotes(String(text));
     const grid = toGrid(notes, maxSteps);
     const shift = fitRange(grid.pitches, transpose);
     const pitches = grid.pitches.map((p) => (p >= 0 ? p + shift : -1));
@@ -294,6 +320,7 @@
       log.push(`its metre is ${metre}; the chorales the harmoniser learnt from are in 4/4, and it reads the ` +
                "melody step by step, so its bar lines are not the model's: expect cadences out of place");
     }
+    log.push(...said);
     // the 16th steps before the first barline (read_melody's pickup): where the first note falls in its bar
     const [num, den] = (metre || "4/4").split("/").map(Number), bar = (num * 16) / den / 4;   // quarters
     const into = ((notes[0].start[0] / notes[0].start[1]) % bar + bar) % bar;
@@ -302,5 +329,5 @@
             ignored: ignored, pickup: pickup};
   }
 
-  window.MusictxMelody = {parse, noteName, MelodyError, SOPRANO, MAX_STEPS};
+  window.MusictxMelody = {parse, noteName, tinyName, MelodyError, SOPRANO, MAX_STEPS};
 })();

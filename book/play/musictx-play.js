@@ -10,42 +10,57 @@
  * together with the next call instead of costing a call of its own.
  *
  * A page asks for a widget with <div class="musictx-play" data-mode="continue|harmonise|both"></div>;
- * book/_ext/play.py adds this script (with ort.wasm.min.js, melody.js and sound.js) to those pages only.
+ * book/_ext/play.py adds this script (with ort.wasm.min.js, melody.js, rules.js, sound.js and files.js) to
+ * those pages only; a widget loads only the model its mode uses (MODELS), and says so until it is warm.
  * window.musictxPlay is the same machinery without the buttons: continueChorale, harmonise, generate.
  */
 (function () {
   "use strict";
   const BASE = new URL(".", document.currentScript.src).href;     // .../_static/play/
-  let loaded = null;                                              // the record, the prompts, the graphs
+  let basics = null;                                              // the record and the prompts
+  const sessions = {};                                            // a model's graphs, loaded on first use
 
   // -- loading -----------------------------------------------------------------------------------
 
-  function load() {
-    if (loaded) return loaded;
-    loaded = (async () => {
-      if (location.protocol === "file:") {
-        throw new Error("browsers do not run WebAssembly for a page opened from a file: serve the book " +
-          "(python3 -m http.server -d _build/html 8000) and open http://localhost:8000");
+  /* The record, the prompts and the graphs of the models `names` (default: every model), each model
+   * fetched, compiled and warmed once, when a page first asks for it: a page loads only what it uses. */
+  async function load(names = null) {
+    if (!basics) {
+      basics = (async () => {
+        if (location.protocol === "file:") {
+          throw new Error("browsers do not run WebAssembly for a page opened from a file: serve the book " +
+            "(python3 -m http.server -d _build/html 8000) and open http://localhost:8000");
+        }
+        if (typeof ort === "undefined") throw new Error("ONNX Runtime Web did not load (ort.wasm.min.js)");
+        ort.env.wasm.wasmPaths = BASE + "ort/";
+        ort.env.wasm.numThreads = 1;           // threads need cross-origin isolation, which static hosts lack
+        const json = async (f) => {
+          const r = await fetch(BASE + f);
+          if (!r.ok) throw new Error(`could not load ${f} (${r.status})`);
+          return r.json();
+        };
+        const [record, prompts] = await Promise.all([json("models.json"), json("chorales.json")]);
+        return {record, prompts};
+      })();
+      basics.catch(() => { basics = null; });   // a failed load may be tried again
+    }
+    const {record, prompts} = await basics;
+    for (const name of names || Object.keys(record.models)) {
+      const m = record.models[name];
+      if (!m) throw new Error(`no model called ${name}`);
+      if (!sessions[name]) {
+        sessions[name] = (async () => {
+          const graphs = await Promise.all(m.graphs.map((g) => ort.InferenceSession.create(BASE + g.file,
+            {executionProviders: ["wasm"], graphOptimizationLevel: "all"})));
+          await warmUp(graphs, m);
+          return graphs;
+        })();
+        sessions[name].catch(() => { delete sessions[name]; });
       }
-      if (typeof ort === "undefined") throw new Error("ONNX Runtime Web did not load (ort.wasm.min.js)");
-      ort.env.wasm.wasmPaths = BASE + "ort/";
-      ort.env.wasm.numThreads = 1;             // threads need cross-origin isolation, which static hosts lack
-      const json = async (f) => {
-        const r = await fetch(BASE + f);
-        if (!r.ok) throw new Error(`could not load ${f} (${r.status})`);
-        return r.json();
-      };
-      const [record, prompts] = await Promise.all([json("models.json"), json("chorales.json")]);
-      const graphs = {};
-      for (const [name, m] of Object.entries(record.models)) {
-        graphs[name] = await Promise.all(m.graphs.map((g) => ort.InferenceSession.create(BASE + g.file,
-          {executionProviders: ["wasm"], graphOptimizationLevel: "all"})));
-      }
-      for (const [name, m] of Object.entries(record.models)) await warmUp(graphs[name], m);
-      return {record, prompts, graphs};
-    })();
-    loaded.catch(() => { loaded = null; });     // a failed load may be tried again
-    return loaded;
+    }
+    const graphs = {};
+    for (const name of Object.keys(sessions)) if (!names || names.includes(name)) graphs[name] = await sessions[name];
+    return {record, prompts, graphs};
   }
 
   /* A first call is slow (WebAssembly compiles, its memory grows): call each graph as sampling will,
@@ -128,7 +143,7 @@
    * `rules` (MusictxRules) mask each sampled token, dead ends counted in the result's `relaxed`; the result's
    * `logp` is the model's log-probability (unmasked, temperature 1) of the tokens it sampled. */
   async function generate(name, prompt, nSteps, opts = {}) {
-    const {record, graphs} = await load();
+    const {record, graphs} = await load([name]);
     const m = record.models[name], ctx = m.context, TOK = record.tokens;
     const temperature = opts.temperature ?? 1, topK = opts.topK ?? null, forced = opts.forced || null;
     if (!(temperature > 0 && Number.isFinite(temperature))) throw new Error(`the temperature must be a number above 0, got ${opts.temperature}`);
@@ -193,7 +208,7 @@
   // -- the two tasks ------------------------------------------------------------------------------
 
   async function continueChorale(opts = {}) {
-    const {record, prompts} = await load();
+    const {record, prompts} = await load(["relative"]);
     const piece = prompts.chorales[opts.chorale ?? 0];
     if (!piece) throw new Error(`there is no held-out chorale number ${opts.chorale}`);
     const promptSteps = opts.promptSteps ?? 32, steps = opts.steps ?? 64;
@@ -207,7 +222,7 @@
   }
 
   async function harmonise(text, opts = {}) {
-    const {record} = await load();
+    const {record} = await load(["harmoniser"]);
     const TOK = record.tokens;
     const melody = MusictxMelody.parse(text, {transpose: opts.transpose ?? null, maxSteps: record.max_steps});
     const forced = [];
@@ -238,51 +253,104 @@
     return e;
   };
   const field = (label, input) => el("label", {className: "musictx-play-field"}, label + " ", input);
+  const MODELS = {continue: ["relative"], harmonise: ["harmoniser"], both: ["relative", "harmoniser"]};
+  const newSeed = () => Math.floor(Math.random() * 1e6);
 
-  function output(root) {                       // a roll, play / stop / WAV buttons, a status line, a message
-    const canvas = el("canvas", {className: "musictx-play-roll", height: 260});
+  /* A number field's value, or an error that names the field and what it got */
+  function number(input, what, {min, max, whole = false}) {
+    const text = input.value.trim(), x = Number(text);
+    const ok = text !== "" && Number.isFinite(x) && (!whole || Number.isInteger(x)) && x >= min && x <= max;
+    if (!ok) {
+      throw new Error(`${what}: ${whole ? "a whole number" : "a number"} from ${min} to ${max}, got "${input.value}"`);
+    }
+    return x;
+  }
+
+  /* A seed field and its "new seed each run" box: a run with the box ticked draws a new seed and shows it,
+     so that a result can be made again (untick the box, keep the seed) */
+  function seedFields() {
+    const seed = el("input", {type: "number", step: 1, min: 0, value: newSeed(), className: "musictx-play-seed"});
+    const fresh = el("input", {type: "checkbox", checked: true, className: "musictx-play-new-seed"});
+    const fields = [field("seed", seed), el("label", {className: "musictx-play-field"}, fresh, " new seed each run")];
+    return {fields, next() {
+      if (fresh.checked) seed.value = newSeed();
+      return number(seed, "the seed", {min: 0, max: 2 ** 31 - 1, whole: true});
+    }};
+  }
+
+  function download(data, name, type) {
+    const a = el("a", {href: URL.createObjectURL(new Blob([data], {type})), download: name});
+    document.body.append(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 0);
+  }
+
+  function output(root) {                       // a roll, play / save buttons, a status line, a message
+    const canvas = el("canvas", {className: "musictx-play-roll", height: 260, role: "img",
+                                  "aria-label": "piano roll: nothing yet"});
     const playBtn = el("button", {type: "button", disabled: true, textContent: "▶ Play"});
-    const wavBtn = el("button", {type: "button", disabled: true, textContent: "Save WAV"});
-    const status = el("div", {className: "musictx-play-status"});
+    const saves = [["WAV", "audio/wav"], ["MIDI", "audio/midi"], ["MusicXML", "application/vnd.recordare.musicxml+xml"]]
+      .map(([what, type]) => [what, type, el("button", {type: "button", disabled: true, textContent: `Save ${what}`,
+                                                         className: `musictx-play-save-${what.toLowerCase()}`})]);
+    const status = el("div", {className: "musictx-play-status", role: "status", "aria-live": "polite"});
     const error = el("div", {className: "musictx-play-error", role: "alert"});
     const log = el("div", {className: "musictx-play-log"});
-    root.append(log, el("div", {className: "musictx-play-scroll"}, canvas), el("div", {}, playBtn, " ", wavBtn),
-      status, error);
+    const scroll = el("div", {className: "musictx-play-scroll", tabIndex: 0,    // scrolls by keyboard too
+                              role: "region", "aria-label": "the piano roll (scrolls sideways)"}, canvas);
+    root.append(log, scroll, el("div", {}, playBtn, ...saves.map((x) => x[2])), status, error);
     let shown = null, player = null;
+    const follow = (s) => {                       // keep the cursor in the middle third of the view
+      const x = canvas.clientWidth * (s / Math.max(1, shown.grid.length)), w = scroll.clientWidth;
+      if (x < scroll.scrollLeft + w / 3 || x > scroll.scrollLeft + (2 * w) / 3) scroll.scrollLeft = Math.max(0, x - w / 3);
+    };
     playBtn.onclick = async () => {
       if (player) { player.stop(); return; }
       try {
         playBtn.textContent = "■ Stop";
-        player = MusictxSound.play(shown.grid, shown.onsets, {onStep: (s) => MusictxSound.drawRoll(canvas, shown.grid, shown.onsets, {...shown.draw, cursor: s})});
+        player = MusictxSound.play(shown.grid, shown.onsets, {onStep: (s) => {
+          MusictxSound.drawRoll(canvas, shown.grid, shown.onsets, {...shown.draw, cursor: s});
+          follow(s);
+        }});
         await player.done;
       } catch (e) { error.textContent = "error: " + e.message; }
       player = null;
       playBtn.textContent = "▶ Play";
       MusictxSound.drawRoll(canvas, shown.grid, shown.onsets, shown.draw);
     };
-    wavBtn.onclick = async () => {
-      const samples = await MusictxSound.render(shown.grid, shown.onsets, {});
-      const a = el("a", {href: URL.createObjectURL(MusictxSound.toWav(samples, 22050)), download: "musictx.wav"});
-      a.click();
-    };
+    for (const [what, type, btn] of saves) {
+      btn.onclick = async () => {
+        try {
+          const data = what === "WAV" ? MusictxSound.toWav(await MusictxSound.render(shown.grid, shown.onsets, {}), 22050)
+            : what === "MIDI" ? MusictxFiles.midi(shown.grid, shown.onsets)
+              : MusictxFiles.musicxml(shown.grid, shown.onsets, {title: shown.draw.title});
+          download(data, `${shown.name}.${{WAV: "wav", MIDI: "mid", MusicXML: "musicxml"}[what]}`, type);
+        } catch (e) { error.textContent = "error: " + e.message; }
+      };
+    }
     return {
       error, status, log,
-      show(grid, onsets, draw) {
-        shown = {grid, onsets, draw};
+      show(grid, onsets, draw, name) {
+        shown = {grid, onsets, draw, name};
         MusictxSound.drawRoll(canvas, grid, onsets, draw);
-        playBtn.disabled = wavBtn.disabled = false;
+        scroll.scrollLeft = 0;
+        const bars = grid.length / 16, notes = MusictxFiles.notesOf(grid, onsets).map((v) => v.length);
+        canvas.setAttribute("aria-label", `piano roll: ${draw.title}; ${bars} bar${bars === 1 ? "" : "s"} of 4/4, ` +
+          `soprano ${notes[0]} notes, alto ${notes[1]}, tenor ${notes[2]}, bass ${notes[3]}`);
+        playBtn.disabled = false;
+        for (const [, , btn] of saves) btn.disabled = false;
       },
     };
   }
 
   function speed(r, what) {
     const bars = (n) => `${n / 16} bar${n === 16 ? "" : "s"}`;
-    return `${what} ${bars(r.grid.length - r.given)} in ${r.seconds.toFixed(2)} s: ${Math.round(r.tokensPerSecond)} ` +
-      "tokens/s (ONNX Runtime Web, WebAssembly, 1 thread, in this browser)";
+    return `${what} ${bars(r.grid.length - r.given)} in ${r.seconds.toFixed(2)} s, seed ${r.seed} ` +
+      `(${Math.round(r.tokensPerSecond)} choices a second in this browser: a choice is one voice's next 16th)`;
   }
 
   async function run(button, out, work) {
     out.error.textContent = "";
+    out.log.textContent = "";                    // a failed run leaves no note of the run before
     button.disabled = true;
     out.status.textContent = "working…";
     try {
@@ -295,6 +363,25 @@
     }
   }
 
+  /* The panel's button says "loading…" and stays off until its model is loaded and warm */
+  function whenLoaded(names, go, out, ready) {
+    const label = go.textContent;
+    go.disabled = true;
+    go.textContent = "loading the model…";
+    out.status.textContent = "loading the model into this page (a few seconds)…";
+    load(names).then((got) => {
+      go.disabled = false;
+      go.textContent = label;
+      out.status.textContent = "ready";
+      if (ready) ready(got);
+    }).catch((e) => {
+      go.textContent = label;
+      go.disabled = false;                       // a click tries the load again and says why it failed
+      out.status.textContent = "";
+      out.error.textContent = "error: " + e.message;
+    });
+  }
+
   function continuePanel(root) {
     const chorale = el("select", {className: "musictx-play-chorale"});
     // at most 3 bars: 4 bars of 4 voices and BOS are 257 tokens, one more than the model's context
@@ -302,96 +389,116 @@
     bars.value = "32";
     const length = el("input", {type: "number", min: 1, max: 16, value: 4, className: "musictx-play-length"});
     const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
-    const seed = el("input", {type: "number", step: 1, value: 0, className: "musictx-play-seed"});
+    const seed = seedFields();
     const go = el("button", {type: "button", className: "musictx-play-go", textContent: "Continue the chorale"});
     const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Continue a held-out chorale"),
       field("chorale", chorale), field("prompt", bars), field("bars to add", length), field("temperature", temp),
-      field("seed", seed), go);
+      ...seed.fields, go);
     root.append(panel);
     const out = output(panel);
-    load().then(({prompts}) => {
-      prompts.chorales.forEach((c, i) => chorale.append(el("option", {value: i, textContent: `${c.name} (test split)`})));
-    }).catch((e) => { out.error.textContent = "error: " + e.message; });
+    whenLoaded(MODELS.continue, go, out, ({prompts}) => {
+      chorale.textContent = "";
+      prompts.chorales.forEach((c, i) => chorale.append(el("option", {value: i,
+        textContent: `test chorale ${i + 1} of ${prompts.chorales.length} (${c.name})`})));
+    });
     go.onclick = () => run(go, out, async () => {
-      const n = Number(length.value);
-      if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new Error(`bars to add: a whole number from 1 to 16, got "${length.value}"`);
-      if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
-      const r = await continueChorale({chorale: Number(chorale.value), promptSteps: Number(bars.value), steps: 16 * n,
-        temperature: Number(temp.value), seed: Number(seed.value),
-        onToken: (k) => { out.status.textContent = `sampling… ${k} of ${64 * n} tokens`; return new Promise((ok) => setTimeout(ok, 0)); }});
+      const n = number(length, "bars to add", {min: 1, max: 16, whole: true});
+      const t = number(temp, "the temperature", {min: 0.05, max: 3});
+      const s = seed.next();
+      const r = await continueChorale({chorale: Number(chorale.value || 0), promptSteps: Number(bars.value), steps: 16 * n,
+        temperature: t, seed: s,
+        onToken: (k) => { out.status.textContent = `writing… ${k} of ${64 * n} choices`; return new Promise((ok) => setTimeout(ok, 0)); }});
       r.given = r.promptSteps;
+      r.seed = s;
       out.show(r.grid, r.onsets, {title: `${r.name}: ${r.promptSteps / 16} bar${r.promptSteps > 16 ? "s" : ""} of Bach, then the model`,
-        given: r.grid.map((_, t) => t < r.promptSteps)});
+        given: r.grid.map((_, t) => t < r.promptSteps)}, MusictxFiles.fileName(`${r.name} continued seed ${s}`));
       out.status.textContent = speed(r, "continued by");
     });
   }
 
-  const KEYS = ["c", "c#", "d", "e-", "e", "f", "f#", "g", "a-", "a", "b-", "b"];
-  function keyboard(input, duration) {          // two octaves from middle C; each key types a note
-    const kb = el("div", {className: "musictx-play-keyboard"});
+  /* Two octaves from middle C. Each key types its note as music21 reads it back (MusictxMelody.tinyName:
+     C#5 is c'#), is named as the roll names it (C4, C#4), and sounds it. One tab stop: the arrow keys move
+     between keys, Enter or Space types. */
+  function keyboard(input, duration) {
+    const kb = el("div", {className: "musictx-play-keyboard", role: "group",
+                          "aria-label": "keyboard, C4 to C6: arrow keys choose a key, Enter types it"});
+    const keys = [];
     for (let p = 60; p <= 84; p++) {
-      const name = KEYS[p % 12] + "'".repeat(Math.floor(p / 12) - 5);
-      const black = name.includes("#") || name.includes("-");
-      const key = el("button", {type: "button", className: black ? "black" : "white", title: name, textContent: black ? "" : name});
+      const tiny = MusictxMelody.tinyName(p), name = MusictxMelody.noteName(p), black = name.length > 2;
+      const key = el("button", {type: "button", className: black ? "black" : "white", title: `${name} (types ${tiny})`,
+        "aria-label": name.replace(/^([A-G])#/, "$1 sharp ").replace(/^([A-G])b/, "$1 flat "), tabIndex: p === 60 ? 0 : -1,
+        textContent: black || p % 12 ? "" : name});
+      key.dataset.tiny = tiny;
       key.onclick = () => {
-        input.value = (input.value.trimEnd() + " " + name + duration.value).trim();
+        input.value = (input.value.trimEnd() + " " + tiny + duration.value).trim();
         MusictxSound.play([[p, -1, -1, -1], [p, -1, -1, -1]], [[true, false, false, false], [false, false, false, false]], {bpm: 100})
           .done.catch(() => {});                             // the note, if the browser lets the page sound
       };
+      keys.push(key);
       kb.append(key);
     }
-    const rest = el("button", {type: "button", className: "rest", textContent: "rest"});
+    kb.addEventListener("keydown", (e) => {
+      const i = keys.indexOf(document.activeElement), step = {ArrowRight: 1, ArrowUp: 1, ArrowLeft: -1, ArrowDown: -1}[e.key];
+      if (i < 0 || !step && e.key !== "Home" && e.key !== "End") return;
+      e.preventDefault();
+      const j = e.key === "Home" ? 0 : e.key === "End" ? keys.length - 1 : Math.min(keys.length - 1, Math.max(0, i + step));
+      keys[i].tabIndex = -1;
+      keys[j].tabIndex = 0;
+      keys[j].focus();
+    });
+    const rest = el("button", {type: "button", className: "rest", textContent: "rest", "aria-label": "type a rest"});
     rest.onclick = () => { input.value = (input.value.trimEnd() + " r" + duration.value).trim(); };
-    const undo = el("button", {type: "button", className: "rest", textContent: "⌫"});
+    const undo = el("button", {type: "button", className: "rest", textContent: "⌫", title: "delete the last note",
+                               "aria-label": "delete the last note"});
     undo.onclick = () => { input.value = input.value.trimEnd().replace(/\s*\S+$/, ""); };
-    kb.append(rest, undo);
-    return kb;
+    return el("div", {className: "musictx-play-keys"}, kb, rest, undo);
   }
 
   function harmonisePanel(root) {
-    const text = el("textarea", {className: "musictx-play-melody", rows: 2, spellcheck: false,
+    const text = el("textarea", {className: "musictx-play-melody", rows: 4, spellcheck: false, id: `musictx-melody-${++panels}`,
       value: "4/4 c'4 c' g' g' a' a' g'2 f'4 f' e' e' d' d' c'2"});
     const duration = el("select", {}, ...[["16", "16th"], ["8", "8th"], ["4", "quarter"], ["4.", "dotted quarter"], ["2", "half"], ["1", "whole"]]
       .map(([v, t]) => el("option", {value: v, textContent: t})));
     duration.value = "4";
     const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
-    const seed = el("input", {type: "number", step: 1, value: 0, className: "musictx-play-seed"});
-    const shift = el("input", {type: "number", step: 1, placeholder: "octaves", className: "musictx-play-transpose"});
+    const seed = seedFields();
+    const shift = el("input", {type: "number", step: 1, placeholder: "octaves: auto", className: "musictx-play-transpose"});
     const go = el("button", {type: "button", className: "musictx-play-go", textContent: "Harmonise"});
-    const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Harmonise a melody (tinyNotation)"),
-      text, keyboard(text, duration), field("key length", duration), field("temperature", temp), field("seed", seed), field("transpose", shift), go);
+    const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Harmonise a melody"),
+      el("label", {htmlFor: text.id, className: "musictx-play-melody-label"}, "melody, in music21's tinyNotation (c' is C5)"),
+      text, keyboard(text, duration), field("key length", duration), field("temperature", temp), ...seed.fields,
+      field("transpose (semitones)", shift), go);
     root.append(panel);
     const out = output(panel);
+    whenLoaded(MODELS.harmonise, go, out);
     go.onclick = () => run(go, out, async () => {
-      if (!/^-?\d+$/.test(seed.value)) throw new Error(`the seed is a whole number, got "${seed.value}"`);
-      if (shift.value !== "" && !/^-?\d+$/.test(shift.value)) throw new Error(`transpose is a whole number of semitones, or empty for octaves; got "${shift.value}"`);
-      out.log.textContent = "";
-      const r = await harmonise(text.value, {temperature: Number(temp.value), seed: Number(seed.value),
-        transpose: shift.value === "" ? null : Number(shift.value),
-        onToken: (k) => { out.status.textContent = `sampling… ${k} tokens`; return new Promise((ok) => setTimeout(ok, 0)); }});
-      const skipped = r.melody.ignored.length ? [`not tinyNotation, skipped: ${r.melody.ignored.join(" ")}`] : [];
-      out.log.textContent = [...r.melody.log, ...skipped].join("; ");
+      const t = number(temp, "the temperature", {min: 0.05, max: 3});
+      const s = seed.next();
+      const transpose = shift.value.trim() === "" ? null : number(shift, "transpose, in semitones (empty: whole octaves)",
+                                                                  {min: -48, max: 48, whole: true});
+      const r = await harmonise(text.value, {temperature: t, seed: s, transpose,
+        onToken: (k) => { out.status.textContent = `writing… ${k} choices`; return new Promise((ok) => setTimeout(ok, 0)); }});
+      out.log.textContent = r.melody.log.join("; ");
       r.given = 0;
-      out.show(r.grid, r.onsets, {title: "your melody (soprano), harmonised by the model", given: 0});
+      r.seed = s;
+      const first = MusictxFiles.notesOf(r.grid, r.onsets)[0].slice(0, 6).map((n) => MusictxMelody.noteName(n[2]));
+      out.show(r.grid, r.onsets, {title: "your melody (soprano), harmonised by the model", given: 0},
+        MusictxFiles.fileName(`harmonised ${first.join(" ")} seed ${s}`));
       out.status.textContent = speed(r, "harmonised");
     });
   }
 
+  let panels = 0;
   function mount(root) {
-    const mode = root.dataset.mode || "both";
+    const mode = MODELS[root.dataset.mode] ? root.dataset.mode : "both";
     root.textContent = "";
     root.append(el("p", {className: "musictx-play-note"}, "The book's shipped models, running in this page " +
-      "(ONNX Runtime Web, WebAssembly): nothing is sent anywhere."));
+      "(ONNX Runtime Web, WebAssembly, on this computer's processor)."));
     if (mode !== "harmonise") continuePanel(root);
     if (mode !== "continue") harmonisePanel(root);
-    if (location.protocol === "file:") {
-      root.querySelectorAll(".musictx-play-error").forEach((e) => { e.textContent = "error: " +
-        "browsers do not run WebAssembly for a page opened from a file: serve the book " +
-        "(python3 -m http.server -d _build/html 8000) and open http://localhost:8000"; });
-    }
   }
 
-  window.musictxPlay = {load, generate, continueChorale, harmonise, encode, decode, windowStart, DEFAULTS};
+  window.musictxPlay = {load, generate, continueChorale, harmonise, encode, decode, windowStart, DEFAULTS, MODELS};
   const start = () => document.querySelectorAll(".musictx-play").forEach(mount);
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();

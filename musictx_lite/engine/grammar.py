@@ -9,6 +9,7 @@ writes a NOTE_OFF for a key that is not down, or holds a key for half a minute. 
 key already down re-strikes it: the note before ends and a new one begins, which is how a pianist repeats a
 pedalled note, so it is allowed), and each rule says which next events it allows:
 
+- ``Keyboard``: a NOTE_ON only for a key a piano has, A0 to C8 (MIDI 21 to 108; the codec has all 128);
 - ``ReleaseDown``: a NOTE_OFF only for a key that is down (and has sounded for at least a tick);
 - ``MaxHold``: no key held longer than ``seconds``: a time shift may not carry the oldest key past it, and once
   the oldest is due, only the NOTE_OFF of a due key may come;
@@ -37,7 +38,8 @@ IS_OFF = (EVENT >= NOTE_OFF) & (EVENT < TIME_SHIFT)
 IS_SHIFT = (EVENT >= TIME_SHIFT) & (EVENT < VELOCITY)
 SHIFT_TICKS = np.where(IS_SHIFT, EVENT - TIME_SHIFT + 1, 0)        # (V,): ticks each time shift moves
 IS_VELOCITY = EVENT >= VELOCITY
-RELAX_ORDER = ("loudness", "keys", "hold", "release")
+RELAX_ORDER = ("loudness", "keys", "hold", "release", "keyboard")
+PIANO = (21, 108)                     # A0 and C8: a piano's 88 keys
 LIMITS = Path(__file__).parents[1] / "pretrained" / "piano-grammar.json"   # python -m scripts.piano_grammar
 
 
@@ -66,6 +68,16 @@ class Keys:
         for t in np.asarray(tokens).reshape(-1):
             keys.push(t)
         return keys
+
+
+class Keyboard:
+    """A NOTE_ON only for one of a piano's 88 keys, A0 to C8."""
+    name = "keyboard"
+
+    def allowed(self, keys: Keys) -> np.ndarray:
+        ok = ~IS_ON.copy()
+        ok[NOTE_ON + PIANO[0]:NOTE_ON + PIANO[1] + 1] = True
+        return ok
 
 
 class ReleaseDown:
@@ -155,7 +167,7 @@ def performance_rules(limits: dict | None = None, prompt_velocity: float | None 
     (its maxima: ``hold="longest_note_s", keys="most_keys_down"``); with the prompt's mean velocity, the loudness
     band its drifts allow (``drift_min``, ``drift_max``)."""
     limits = shipped_limits() if limits is None else limits
-    rules = (ReleaseDown(), MaxHold(limits[hold]), MaxKeys(limits[keys]))
+    rules = (Keyboard(), ReleaseDown(), MaxHold(limits[hold]), MaxKeys(limits[keys]))
     if prompt_velocity is not None and np.isfinite(prompt_velocity):
         rules += (Loudness(prompt_velocity + limits["drift_min"], prompt_velocity + limits["drift_max"]),)
     return rules

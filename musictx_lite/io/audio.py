@@ -185,10 +185,14 @@ def play(pitches: np.ndarray, onsets: np.ndarray | None = None, seconds: float =
     Shows as an audio player, a link that downloads the MIDI of exactly what plays (as ``name``) and
     a line saying which synthesiser played: FluidSynth with a General MIDI organ if pyfluidsynth and
     the FluidSynth library are installed, else an organ-like additive synthesis (``organ``). Clips are
-    short, mono and at a low sample rate so that book pages stay small.
+    short, mono and at a low sample rate so that book pages stay small. A performance plays from its first
+    note.
     """
-    if hasattr(pitches, "notes") and hasattr(pitches, "tokens"):     # a performance (chapter 13)
-        return play_notes(pitches.notes, seconds, fs, name)
+    if hasattr(pitches, "notes") and hasattr(pitches, "tokens"):     # a performance (chapter 13), from its
+        notes = np.asarray(pitches.notes, dtype=np.float64).reshape(-1, 4).copy()   # first note: a recording's
+        if len(notes):                                                # silence before it is not music
+            notes[:, :2] -= notes[:, 0].min()
+        return play_notes(notes, seconds, fs, name)
     steps = int(seconds * tempo / 60 * STEPS_PER_QUARTER)
     pitches = np.asarray(pitches)[:steps]
     if not (pitches >= 0).any():

@@ -161,6 +161,7 @@ def load_folder(folder: str | os.PathLike, valid: float = 0.1, test: float = 0.1
 ATTRIBUTION = ("trained on transcriptions from GiantMIDI-Piano (Kong et al., 2022, "
                "github.com/bytedance/GiantMIDI-Piano), CC BY 4.0: the 52 pieces of its evaluation set")
 VERSIONS = {"maestro": "Maestro", "giantmidi": "GiantMIDI-Piano", "scores": "GroundTruth"}   # pairs.csv columns
+KINDS = {"maestro": "real performances", "giantmidi": "transcriptions of recordings", "scores": "scores"}
 
 
 def sample_root() -> Path | None:
@@ -197,7 +198,8 @@ def load_piano_sample(versions: tuple[str, ...] = ("giantmidi",), root: str | os
     for p in perfs:
         p.name = f"{Path(p.source).parent.name}/{p.name}"
     return Performances(**split_by_piece(perfs, valid, test), skipped=skipped,
-                        source=f"the shared piano sample ({' + '.join(versions)}; a sample, not MAESTRO)")
+                        source=f"the shared piano sample, {' + '.join(f'{v} ({KINDS[v]})' for v in versions)}: "
+                               "a few pieces, not a whole corpus")
 
 
 MAESTRO = "MAESTRO v3.0.0"

@@ -10,7 +10,10 @@ triplet, a grace note), a range no soprano sings, more steps than the limit. Wha
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -124,6 +127,58 @@ def _names_a_file(text: str) -> bool:
         return False
 
 
+TUPLETS = ("trip", "quad")                       # the bracket states music21's tinyNotation knows
+_STATE, _LATE_OCTAVE = re.compile(r"(\w+)\{"), re.compile(r"[a-g](#+|-+|n)('+)")
+
+
+class _Reading:
+    """music21's tinyNotation converter, told to note which tokens gave it nothing (music21 skips a token
+    it cannot read without a word: ``C,4``, ``x9``, ``d3``)."""
+
+    def __new__(cls, body: str):
+        from music21 import tinyNotation
+
+        class Reading(tinyNotation.Converter):
+            def parseOne(self, i: int, t: str):
+                before = len(self.stream._elements)          # coreAppend adds here (.elements is cached)
+                super().parseOne(i, t)
+                core = re.sub(r"\w+\{|[~}]|=[A-Za-z0-9]*|_.*", "", t)    # what is left besides states, ids
+                if core and len(self.stream._elements) == before:
+                    self.skipped.append(t)
+
+        reading = Reading(body)
+        reading.skipped = []
+        return reading
+
+
+def tiny_notation_notes(body: str) -> list[str]:
+    """What music21 would not take as written in tinyNotation ``body``, as lines for ``Melody.log``: tokens it
+    skips, and notes whose octave marks it drops (``c#'`` is C#4: it reads them before the accidental only,
+    ``c'#`` is C#5). A chord (``chord{...}``, ``<c' e' g'>``) is refused: music21 would read it as notes one
+    after another, which is not what was written."""
+    tokens = body.split()
+    for k, tok in enumerate(tokens, 1):
+        state = _STATE.search(tok)
+        if (state and state.group(1) not in TUPLETS) or "<" in tok or ">" in tok:
+            raise MelodyError(f'the tinyNotation melody has "{tok}" (token {k}): a chord is not a melody, one '
+                              "note at a time (tinyNotation knows no chord; music21 would play its notes one "
+                              "after another)")
+    reading = _Reading(body)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):         # music21's warnings: said here instead
+            reading.parse()
+    except Exception:  # noqa: BLE001 -- text music21 cannot read: read_notes refuses it, in its words
+        return []
+    out = [f"not tinyNotation, skipped: {' '.join(reading.skipped)}"] if reading.skipped else []
+    for tok in tokens:
+        if (m := _LATE_OCTAVE.search(tok)) and tok not in reading.skipped:
+            letter, acc, marks = m.group(0)[0], m.group(1), m.group(2)
+            name = letter.upper() + acc.replace("-", "b").replace("n", "")
+            out.append(f'"{tok}" reads as {name}4: octave marks go before the accidental ({letter}{marks}{acc} '
+                       f"is {name}{4 + len(marks)})")
+    return out
+
+
 def read_notes(source: str | os.PathLike, track: int | None = None) -> tuple[list[Note], str | None]:
     """The notes of a melody: a path to MIDI (.mid, .midi), MusicXML (.xml, .musicxml, .mxl) or ABC (.abc),
     or tinyNotation text (``"4/4 c'4 d' e' f' g'2"``, or with its ``tinyNotation:`` prefix)."""
@@ -205,6 +260,9 @@ def fit_range(pitches: np.ndarray, transpose: int | None = None, span: tuple[int
 def read_melody(source: str | os.PathLike, track: int | None = None, transpose: int | None = None,
                 max_steps: int = MAX_STEPS) -> Melody:
     """A melody ready to harmonise (``read_notes``, ``to_grid``, ``fit_range``), with what was done to it."""
+    text = str(source)
+    tiny = text.strip() and (text.lstrip().startswith("tinyNotation:") or not _names_a_file(text))
+    said = tiny_notation_notes(text.split("tinyNotation:", 1)[-1]) if tiny else []
     notes, metre = read_notes(source, track)
     pitches, onsets, moved = to_grid(notes, max_steps)
     shift = fit_range(pitches, transpose)
@@ -221,6 +279,7 @@ def read_melody(source: str | os.PathLike, track: int | None = None, transpose: 
     if metre not in (None, "4/4"):
         log.append(f"its metre is {metre}; the chorales the harmoniser learnt from are in 4/4, and it reads the "
                    "melody step by step, so its bar lines are not the model's: expect cadences out of place")
+    log += said
     bar = Fraction(bar_steps(metre or "4/4"), STEPS_PER_QUARTER)         # quarters; read_notes' 0 is a barline
     into = notes[0].start % bar
     pickup = round((bar - into) * STEPS_PER_QUARTER) % round(bar * STEPS_PER_QUARTER) if into else 0

@@ -17,7 +17,7 @@ import numpy as np
 
 RECORD = Path(__file__).parents[1] / "pretrained" / "piano-continuations.json"
 COLUMNS = {"longest_s": ("longest note", "{:.1f} s"), "over_p999": ("notes > real 99.9 %", "{:.1f}"),
-           "most_keys_down": ("most keys down", "{:.0f}"), "left_down": ("keys left down", "{:.1f}"),
+           "most_keys_down": ("most notes sounding", "{:.0f}"), "left_down": ("left sounding", "{:.1f}"),
            "notes_per_s": ("notes/s", "{:.1f}"), "velocity_drift": ("velocity drift", "{:+.1f}")}
 
 
@@ -45,10 +45,10 @@ def measure(notes: np.ndarray, prompt: np.ndarray, start: float, seconds: float,
 
 def line(name: str, m: dict, info: dict | None = None) -> str:
     """One continuation in a line: what its numbers are."""
-    out = (f"{name}: {m['notes']} notes, longest {m['longest_s']:.1f} s, at most {m['most_keys_down']} keys down, "
+    out = (f"{name}: {m['notes']} notes, longest {m['longest_s']:.1f} s, at most {m['most_keys_down']} sounding, "
            f"{m['notes_per_s']:.1f} notes/s, velocity {m['velocity_drift']:+.1f} in the last 10 s against the prompt")
     if info is not None:
-        out += (f"; {info['left_down']} keys left down at the end, {info['released_at_end']} released by the "
+        out += (f"; {info['left_down']} left sounding at the end, {info['released_at_end']} released by the "
                 f"grammar, {info['dead_ends']} dead ends")
     return out
 
@@ -79,36 +79,44 @@ def reading(rec: dict) -> str:
     n = kept["continuations"]
     said = [f"Over {rec['pieces']} held-out pieces and {len(rec['seeds'])} seeds ({n} continuations of "
             f"{rec['continuation_s']:g} s each, at temperature 1): the raw sampler's longest note lasts up to "
-            f"{raw['longest_s']['max']:.1f} s and up to {raw['most_keys_down']['max']:.0f} keys are down at once, "
-            f"with {raw['left_down']['mean']:.1f} keys on average still down when it stops; the real performances' "
-            f"longest note over the same window is {real['longest_s']['max']:.1f} s and their most keys down "
-            f"{real['most_keys_down']['max']:.0f}."]
+            f"{raw['longest_s']['max']:.1f} s and up to {raw['most_keys_down']['max']:.0f} notes sound at once, "
+            f"with {raw['left_down']['mean']:.1f} notes on average still sounding when it stops; the real "
+            f"performances' longest note over the same window is {real['longest_s']['max']:.1f} s and the most "
+            f"notes they sound at once {real['most_keys_down']['max']:.0f} (notes, not fingers: the pedal holds "
+            "many of them)."]
     within = kept["longest_s"]["max"] <= real["longest_s"]["max"] + 1e-9 and \
         kept["most_keys_down"]["max"] <= real["most_keys_down"]["max"] and kept["left_down"]["max"] == 0
     said.append(f"With the grammar, the longest note is {kept['longest_s']['max']:.1f} s, at most "
-                f"{kept['most_keys_down']['max']:.0f} keys are down, and no key is left down: "
+                f"{kept['most_keys_down']['max']:.0f} notes sound at once, and none is left sounding: "
                 + ("all inside what the real performances do at their most." if within else
                    "not all inside what the real performances do."))
     hold = rec.get("limits", {}).get("note_s_p999")
     if hold is not None and kept["longest_s"]["min"] >= hold - 0.011:
         said.append(f"But every one of these continuations reaches the hold limit ({hold:.1f} s) at least once, "
                     f"where the real performances' longest note is {real['longest_s']['mean']:.1f} s on average: "
-                    f"those notes end because the rule ends them, and a pianist hears them cut off.")
+                    "those notes end because the rule ends them, and a pianist hears them cut off. A key struck "
+                    "again starts a new note and a new count, so a key the model keeps re-striking can sound "
+                    "far longer than the limit.")
     lo, hi = real["velocity_drift"]["min"], real["velocity_drift"]["max"]
-    drift = kept["velocity_drift"]
+    drift, rdrift = kept["velocity_drift"], raw["velocity_drift"]
     inside = lo <= drift["min"] and drift["max"] <= hi
     said.append(f"The loudness drifts by {drift['min']:+.1f} to {drift['max']:+.1f} velocity steps between the "
-                f"prompt and the last 10 s with the grammar ({raw['velocity_drift']['min']:+.1f} to "
-                f"{raw['velocity_drift']['max']:+.1f} without), against {lo:+.1f} to {hi:+.1f} in the real "
-                f"performances: " + ("inside their range." if inside else "partly outside their range: the grammar "
-                                     "does not govern loudness."))
+                f"prompt and the last 10 s with the grammar, against {lo:+.1f} to {hi:+.1f} in the real "
+                f"performances: " + ("inside their range, " if inside else "partly outside their range, ")
+                + f"but {drift['max'] - drift['min']:.0f} steps wide against their {hi - lo:.0f}: the band keeps "
+                "the model from the real players' big crescendos and diminuendos too. Without the grammar the "
+                f"model gets louder on average ({rdrift['mean']:+.1f}; {rdrift['min']:+.1f} to "
+                f"{rdrift['max']:+.1f}).")
     dense = kept["notes_per_s"]["mean"] / real["notes_per_s"]["mean"]
     said.append(f"The model plays {kept['notes_per_s']['mean']:.1f} notes per second with the grammar and "
                 f"{raw['notes_per_s']['mean']:.1f} without, against {real['notes_per_s']['mean']:.1f} in the real "
-                f"performances ({dense:.1f} times as dense).")
+                f"performances ({dense:.1f} times as dense), and it does not slow down for a slow piece: the "
+                f"slowest real piece plays {real['notes_per_s']['min']:.1f} notes a second, the sparsest grammar "
+                f"continuation {kept['notes_per_s']['min']:.1f}.")
     mine, theirs = kept["logp_per_event"]["mean"], raw["logp_per_event"]["mean"]
     said.append(f"Scored by the model itself, unmasked and at temperature 1, the events drawn with the grammar "
-                f"have a log-probability of {mine:.3f} nats per event against {theirs:.3f} without: "
-                + (f"the grammar costs {theirs - mine:.3f} nats per event on the model's own scale." if mine < theirs
-                   else "on the model's own scale the grammar costs nothing here."))
+                f"have a log-probability of {mine:.3f} nats per event and those drawn without it {theirs:.3f}. "
+                "They are different events, so this is no price of the rules; "
+                + ("it says that the grammar does not push the model onto events it finds unlikely." if mine >= theirs
+                   else f"the grammar's are {theirs - mine:.3f} nats per event less likely to the model."))
     return " ".join(said)

@@ -36,7 +36,9 @@ from scripts import book_extension
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-TOC = "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/play\n"
+TOC = "format: jb-book\nroot: book/intro\nchapters:\n  - file: book/play\n  - file: book/harmonise-only\n"
+# as chapter 12's page asks for the widget: one task, so one model (the test book only)
+HARMONISE_ONLY = '# Harmonise only\n\n<div class="musictx-play" data-mode="harmonise"></div>\n'
 # a 16-bar melody: "Ode to Joy" four times over, with rests, dots and a tie
 ODE = "c'4 c' d' e' e' d' c' b c' c' d' e' d'4. c'8 c'2"
 MELODY_16 = "4/4 " + " ".join([ODE, ODE.replace("c'2", "c'4~ c'8 r8"), ODE, ODE.replace("d'4. c'8", "d'8 r8 c'4")])
@@ -50,6 +52,7 @@ def build_play_book(dest: Path) -> Path:
     (book / "book" / "_ext").symlink_to(ROOT / "book" / "_ext")
     (book / "book" / "play").symlink_to(ROOT / "book" / "play")
     (book / "_toc.yml").write_text(TOC)
+    (book / "book" / "harmonise-only.md").write_text(HARMONISE_ONLY)
     env = {k: v for k, v in os.environ.items() if k not in ("IPYTHONDIR", "MUSICTX_DEVICE")}
     cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
            "build", str(book)]
@@ -84,7 +87,7 @@ def page(served):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
         ctx = browser.new_context(viewport={"width": 1100, "height": 1400})
-        seen = {"refused": [], "errors": [], "requests": []}
+        seen = {"refused": [], "errors": [], "requests": [], "console": []}
 
         def route(r):
             if r.request.url.startswith((base + "/", "data:", "blob:")):
@@ -98,6 +101,8 @@ def page(served):
         pg.set_default_timeout(180_000)
         pg.on("pageerror", lambda e: seen["errors"].append(str(e)))
         pg.on("request", lambda r: seen["requests"].append(r.url))
+        pg.on("console", lambda m: seen["console"].append(f"{m.type}: {m.text}") if m.type in ("error", "warning")
+              else None)
         pg.goto(f"{base}/book/play.html", wait_until="load")
         pg.wait_for_function("() => window.musictxPlay")
         pg.evaluate("() => musictxPlay.load().then(() => true)")
@@ -203,7 +208,7 @@ def test_the_widget_harmonises_what_is_typed_and_reports_bad_input(page):
     panel = page.locator(".musictx-play-panel").nth(1)
     panel.locator(".musictx-play-melody").fill("4/4 e'4 d' c' d' e' e' e'2 d'4 d' d'2 e'4 g' g'2")
     panel.locator(".musictx-play-go").click()
-    page.wait_for_function("p => p.querySelector('.musictx-play-status').textContent.includes('tokens/s')",
+    page.wait_for_function("p => p.querySelector('.musictx-play-status').textContent.includes('choices a second')",
                            arg=panel.element_handle())
     status = panel.locator(".musictx-play-status").inner_text()
     assert "harmonised" in status and panel.locator(".musictx-play-error").inner_text() == ""
@@ -240,7 +245,7 @@ def test_the_widget_continues_a_chosen_chorale(page):
     panel.locator(".musictx-play-chorale").select_option("3")
     panel.locator(".musictx-play-length").fill("2")
     panel.locator(".musictx-play-go").click()
-    page.wait_for_function("p => p.querySelector('.musictx-play-status').textContent.includes('tokens/s')",
+    page.wait_for_function("p => p.querySelector('.musictx-play-status').textContent.includes('choices a second')",
                            arg=panel.element_handle())
     assert "jsb-test-003" in page.evaluate("() => document.querySelector('.musictx-play-chorale')"
                                            ".selectedOptions[0].textContent")
@@ -252,7 +257,7 @@ def test_the_widget_continues_a_chosen_chorale(page):
 
 
 def test_no_request_left_the_book_and_no_script_failed(page):
-    assert page.seen["refused"] == [] and page.seen["errors"] == []
+    assert page.seen["refused"] == [] and page.seen["errors"] == [] and page.seen["console"] == []
     assert any(u.endswith(".wasm") for u in page.seen["requests"])
 
 
@@ -282,3 +287,202 @@ def test_the_readme_states_the_weight_the_build_prints(tmp_path):
     parts = re.search(r"WebAssembly ([\d.]+) MB, the three graphs\s+([\d.]+) MB, the scripts and prompts ([\d.]+) MB",
                       readme)
     assert parts and parts.groups() == tuple(f"{v / 1e6:.1f}" for v in sizes.values())
+
+
+# -- the page as a first-time visitor meets it (issue: the Play page) ----------------------------------
+
+offline_ext = book_extension("offline")
+AXE = offline_ext.NpmPackage("axe-core", "4.11.0", "39bed7d72308f6d620789c169d699bfd7e8da80f65b545821a6b2215c3e83107",
+                             ("axe.min.js", "LICENSE"))
+RESULTS = ROOT / "results" / "play"
+
+
+def harmonise_panel(page):
+    return page.locator(".musictx-play-panel").nth(1)
+
+
+def click_and_wait(page, panel, what: str = "choices a second", timeout: int = 180_000) -> str:
+    """Press the panel's button; wait for the status line to report a result (or an error); return it."""
+    panel.locator(".musictx-play-go").click()
+    page.wait_for_function("([p, w]) => p.querySelector('.musictx-play-status').textContent.includes(w) || "
+                           "p.querySelector('.musictx-play-error').textContent.startsWith('error:')",
+                           arg=[panel.element_handle(), what], timeout=timeout)
+    return panel.locator(".musictx-play-error").inner_text() or panel.locator(".musictx-play-status").inner_text()
+
+
+def test_every_key_clicked_types_the_note_it_sounds(page):
+    """Each of the 25 keys types its note in tinyNotation as music21 reads it back (C#5 is c'#, not c#'),
+    and says its name as the roll does."""
+    from musictx_lite.io.melody import read_notes
+
+    panel = harmonise_panel(page)
+    text = panel.locator(".musictx-play-melody")
+    text.fill("")
+    keys = panel.locator(".musictx-play-keyboard button")
+    assert keys.count() == 25
+    for k in range(25):
+        keys.nth(k).click()
+    typed = text.input_value()
+    notes, _ = read_notes(f"tinyNotation: {typed}")
+    assert [n.pitch for n in notes] == list(range(60, 85)), typed
+    assert "c'#4" in typed.split() and "c#'4" not in typed.split()
+    labels = [keys.nth(k).get_attribute("aria-label") for k in range(25)]
+    assert labels[:3] == ["C4", "C sharp 4", "D4"] and labels[13] == "C sharp 5" and labels[-1] == "C6"
+    assert labels[3] == "E flat 4"
+
+
+def test_a_chord_is_refused_by_its_token_and_a_failed_run_clears_the_last_note(page):
+    panel = harmonise_panel(page)
+    panel.locator(".musictx-play-melody").fill("4/4 c'4 d' e' f' g'1")
+    assert "harmonised" in click_and_wait(page, panel)
+    assert "notes" in panel.locator(".musictx-play-log").inner_text()
+    for text, token in [("chord{c'4 e' g'}", "chord{c'4"), ("d'4 <c' e' g'>4 d'", "<c'")]:
+        panel.locator(".musictx-play-melody").fill(text)
+        err = click_and_wait(page, panel)
+        assert err.startswith("error:") and f'"{token}"' in err and "a chord is not a melody" in err, err
+        assert panel.locator(".musictx-play-log").inner_text() == ""           # no note of the run before
+    for field, value, words in [(".musictx-play-seed", "1.5", "the seed: a whole number"),
+                                (".musictx-play-temperature", "", "the temperature: a number from 0.05 to 3"),
+                                (".musictx-play-temperature", "1000", 'got "1000"')]:
+        panel.locator(".musictx-play-melody").fill("4/4 c'4 d' e' f'")
+        panel.locator(".musictx-play-new-seed").uncheck()
+        panel.locator(field).fill(value)
+        err = click_and_wait(page, panel)
+        assert words in err and "\n" not in err, err
+        panel.locator(".musictx-play-seed").fill("0")
+        panel.locator(".musictx-play-temperature").fill("1")
+    panel.locator(".musictx-play-new-seed").check()
+
+
+def test_two_runs_differ_unless_the_seed_is_kept_and_the_seed_is_shown(page):
+    panel = harmonise_panel(page)
+    panel.locator(".musictx-play-melody").fill(MELODY_16)
+    canvas = panel.locator(".musictx-play-roll")
+    runs = []
+    for _ in range(2):
+        status = click_and_wait(page, panel)
+        runs.append((int(panel.locator(".musictx-play-seed").input_value()), canvas.evaluate("c => c.toDataURL()")))
+        assert f"seed {runs[-1][0]}" in status
+    assert runs[0][0] != runs[1][0] and runs[0][1] != runs[1][1]                # a new seed, a new result
+    panel.locator(".musictx-play-new-seed").uncheck()
+    panel.locator(".musictx-play-seed").fill(str(runs[0][0]))
+    click_and_wait(page, panel)
+    assert canvas.evaluate("c => c.toDataURL()") == runs[0][1]                  # the seed kept: the result again
+    panel.locator(".musictx-play-new-seed").check()
+
+
+def test_midi_and_musicxml_downloads_read_back_with_the_melody(page, tmp_path):
+    import music21
+    import pretty_midi
+
+    from musictx_lite.io.melody import read_melody
+
+    panel = harmonise_panel(page)
+    text = "4/4 e'4 d' c' d' e' e' e'2 d'4 d' d'2 e'4 g'8 f' g'2"
+    panel.locator(".musictx-play-melody").fill(text)
+    click_and_wait(page, panel)
+    melody = [p for k, p in enumerate(read_melody(text).pitches) if read_melody(text).onsets[k]]
+    got = {}
+    for what in ("midi", "musicxml", "wav"):
+        with page.expect_download() as d:
+            panel.locator(f".musictx-play-save-{what}").click()
+        path = tmp_path / d.value.suggested_filename
+        d.value.save_as(path)
+        got[what] = path
+    assert got["midi"].name.startswith("musictx-harmonised-e5-d5-c5-d5-e5-e5-seed-") and got["midi"].suffix == ".mid"
+    pm = pretty_midi.PrettyMIDI(str(got["midi"]))
+    assert [i.name for i in pm.instruments] == ["Soprano", "Alto", "Tenor", "Bass"]
+    assert [n.pitch for n in pm.instruments[0].notes] == melody
+    assert abs(pm.get_end_time() - 16 * 4 * 60 / 80 / 4) < 1e-3                 # 4 bars at 80 quarters a minute
+    score = music21.converter.parse(str(got["musicxml"]))
+    assert len(score.parts) == 4 and score.parts[0].highestTime == 16.0
+    soprano = [n.pitch.midi for n in score.parts[0].flatten().notes if not (n.tie and n.tie.type != "start")]
+    assert soprano == melody
+    assert got["wav"].read_bytes()[:4] == b"RIFF"
+
+
+def test_a_page_says_it_is_loading_and_loads_only_its_model(page):
+    """Chapter 12's page asks for the harmoniser only: it never requests the relative model, and its button
+    says it is loading until the model is warm."""
+    base = page.url.rsplit("/book/", 1)[0]
+    pg = page.context.new_page()
+    requests = []
+    pg.on("request", lambda r: requests.append(r.url))
+    pg.goto(f"{base}/book/harmonise-only.html", wait_until="domcontentloaded")
+    pg.wait_for_selector(".musictx-play-go")
+    go = pg.locator(".musictx-play-go")
+    assert go.is_disabled() and "loading" in go.inner_text()
+    assert "loading" in pg.locator(".musictx-play-status").inner_text()
+    pg.wait_for_function("() => !document.querySelector('.musictx-play-go').disabled", timeout=180_000)
+    assert go.inner_text() == "Harmonise" and pg.locator(".musictx-play-status").inner_text() == "ready"
+    onnx = sorted({u.rsplit("/", 1)[-1] for u in requests if u.endswith(".onnx")})
+    assert onnx == ["harmoniser-decoder.onnx", "harmoniser-encoder.onnx"], onnx
+    pg.close()
+
+
+def test_the_roll_follows_playback(page):
+    panel = harmonise_panel(page)
+    panel.locator(".musictx-play-melody").fill(MELODY_16)
+    click_and_wait(page, panel)
+    scroll = panel.locator(".musictx-play-scroll")
+    assert scroll.evaluate("s => s.scrollWidth > s.clientWidth")                # 16 bars: wider than the view
+    assert scroll.evaluate("s => s.scrollLeft") == 0
+    panel.get_by_role("button", name="▶ Play").click()
+    page.wait_for_function("s => s.scrollLeft > 0", arg=scroll.element_handle(), timeout=60_000)
+    panel.get_by_role("button", name="■ Stop").click()
+
+
+def test_the_keyboard_is_one_tab_stop_with_arrow_keys(page):
+    panel = harmonise_panel(page)
+    kb = panel.locator(".musictx-play-keyboard")
+    assert kb.evaluate("k => [...k.querySelectorAll('button')].filter(b => b.tabIndex >= 0).length") == 1
+    kb.locator("button").first.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "E flat 4"
+    page.keyboard.press("End")
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "C6"
+    z = page.evaluate("() => getComputedStyle(document.activeElement).zIndex")
+    assert z == "2"                                                              # its focus ring above the black keys
+
+
+def axe_audit(pg) -> list[dict]:
+    """axe-core (pinned, from npm) on the widget: the violations that are serious or critical."""
+    path = offline_ext.extract(offline_ext.npm_tarball(AXE), ROOT / "_build" / "axe", AXE.files)[0]
+    pg.add_script_tag(path=str(path.parent / "axe.min.js"))
+    found = pg.evaluate("() => axe.run('.musictx-play').then(r => r.violations.map(v => "
+                        "({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))})))")
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def test_axe_finds_no_serious_violation_and_screenshots_at_two_sizes(page):
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    assert axe_audit(page) == []
+    page.screenshot(path=str(RESULTS / "play-desktop.png"), full_page=True)
+
+
+def test_a_phone_can_tap_every_key(page):
+    """At 390 x 844 every control is at least 24 px each way, and a white key's tap target (the part the
+    black keys leave) is too; the keyboard scrolls sideways instead of shrinking; axe finds nothing serious."""
+    base = page.url.rsplit("/book/", 1)[0]
+    ctx = page.context.browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                           is_mobile=True, has_touch=True)
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith((base, "data:", "blob:"))
+              else r.abort("internetdisconnected"))
+    pg = ctx.new_page()
+    pg.goto(f"{base}/book/play.html", wait_until="load")
+    pg.wait_for_function("() => !document.querySelectorAll('.musictx-play-go')[1].disabled", timeout=180_000)
+    small = pg.evaluate("""() => [...document.querySelectorAll(
+        '.musictx-play button, .musictx-play input, .musictx-play select')].map(b => [b.getAttribute('aria-label') || b.textContent || b.className,
+        b.getBoundingClientRect()]).filter(([n, r]) => r.width < 24 || r.height < 24).map(([n, r]) =>
+        `${n}: ${Math.round(r.width)} x ${Math.round(r.height)}`)""")
+    assert small == []
+    white = pg.evaluate("""() => [...document.querySelectorAll('.musictx-play-keyboard button.white')].map(b => {
+        b.scrollIntoView({inline: 'center'}); const r = b.getBoundingClientRect();
+        const hits = [r.left + 3, r.left + r.width / 2, r.right - 3].every(x =>
+          document.elementFromPoint(x, r.bottom - 24) === b);
+        return hits && r.width >= 24;})""")
+    assert len(white) == 15 and all(white)
+    assert axe_audit(pg) == []
+    pg.screenshot(path=str(RESULTS / "play-phone.png"), full_page=True)
+    ctx.close()

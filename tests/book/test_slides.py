@@ -164,9 +164,9 @@ def test_deck_has_slides_math_figures_and_audio_but_no_long_code(deck):
     md = "\n".join(c.source for c in source.cells if c.cell_type == "markdown")
     displays = re.findall(r"\$\$(.+?)\$\$", md, re.S)
     assert displays and all(f"$${d}$$" in html.unescape(page) for d in displays)   # every display equation
-    code = [c.source for c in source.cells if c.cell_type == "code" and not bs.is_dropped(c)]
+    code = [bs.shown_source(c.source) for c in source.cells if c.cell_type == "code" and not bs.is_dropped(c)]
     long = [s for s in code if len(s.strip().splitlines()) > bs.SHORT_CODE]
-    short = [s for s in code if len(s.strip().splitlines()) <= 3]
+    short = [s for s in code if 0 < len(s.strip().splitlines()) <= 3 and not re.search(r"getsource|show_source", s)]
     assert long and short
     for s in long:                                     # no line of a long cell is shown...
         line = max(s.splitlines(), key=len)
@@ -376,11 +376,15 @@ def test_slide_rules_on_a_small_notebook():
         ("markdown", "fragment", "$$"),
         ("markdown", "subslide", "### Detail"),
         ("markdown", "-", "More, as Huang et al. (2019) say."),
-        ("code", "-", "a0 = 0"),                   # long: its source hidden, its figure kept
+        ("code", "subslide", "a0 = 0"),            # long: its source hidden, its figure and first lines kept
         ("code", "subslide", "print(1)"),          # past SLIDE_LINES: a new sub-slide
-    ]                                              # the b-cell (long code, long text only) is gone
-    fig, short = deck.cells[8], deck.cells[9]
-    assert "slides-hide-input" in fig.metadata["tags"] and [o.output_type for o in fig.outputs] == ["display_data"]
+        ("code", "-", "b0 = 0"),                   # long code, long text: the text's first lines
+    ]
+    fig, short, text = deck.cells[8], deck.cells[9], deck.cells[10]
+    assert "slides-hide-input" in fig.metadata["tags"]
+    assert [o.output_type for o in fig.outputs] == ["display_data", "stream"]
+    lines = text.outputs[0].text.splitlines()
+    assert lines[:-1] == ["y"] * (bs.SHORT_TEXT - 1) and lines[-1].startswith("…")   # cut, and says so
     assert [o.get("name") for o in short.outputs] == ["stdout"]
 
 

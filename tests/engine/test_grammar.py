@@ -9,6 +9,7 @@ from musictx_lite.engine.grammar import (
     IS_ON,
     IS_SHIFT,
     Grammar,
+    Keyboard,
     Keys,
     Loudness,
     MaxHold,
@@ -32,6 +33,12 @@ def test_keys_follow_the_events_as_decode_reads_them():
     notes = decode([BOS, ON(60), SHIFT(5), OFF(60)])
     assert notes.tolist() == [[0.0, 0.05, 60.0, notes[0, 3]]]
     assert Keys.after([BOS, ON(60), SHIFT(5), OFF(60)]).down == {}
+
+
+def test_a_note_on_only_for_a_key_a_piano_has():
+    ok = Keyboard().allowed(Keys.after([BOS, ON(60)]))
+    assert ok[ON(21)] and ok[ON(108)] and not ok[ON(20)] and not ok[ON(109)] and not ok[ON(127)]
+    assert ok[NOTE_ON:NOTE_OFF].sum() == 88 and ok[NOTE_OFF:].all()      # note-offs, shifts, velocities: free
 
 
 def test_a_note_off_only_for_a_key_down_that_has_sounded():
@@ -101,11 +108,13 @@ def test_a_sampler_kept_to_the_grammar_breaks_none_of_it():
     limits = {"note_s_p999": 0.5, "keys_down_p995": 4}
     plain = decode(generate_events(model, None, 300, seed=1))
     assert keys_down(plain).max() > 4                                 # random weights break it
+    assert ((plain[:, 2] < 21) | (plain[:, 2] > 108)).any()          # and play keys no piano has
     for seed in (0, 1):
         info = {}
         ev = generate_events(model, None, 300, seed=seed, rules=performance_rules(limits), info=info)
         notes = decode(ev)
         assert (notes[:, 1] - notes[:, 0]).max() <= 0.5 + 1e-9 and keys_down(notes).max() <= 4
+        assert notes[:, 2].min() >= 21 and notes[:, 2].max() <= 108                 # on the keyboard
         assert Keys.after(ev).down == {} and len(ev) == 301 + info["released_at_end"]
         assert info["dead_ends"] == 0 and info["masked"] == 300 and np.isfinite(info["logp"])
     assert IS_ON.sum() == 128 and IS_SHIFT.sum() == 100
@@ -146,6 +155,6 @@ def test_loudness_keeps_velocities_in_the_band_and_a_note_waits_for_one():
     assert not loud[ON(60)] and loud[VELOCITY + 12] and loud[SHIFT(3)]
     rules = performance_rules({"note_s_p999": 1.0, "keys_down_p995": 4, "drift_min": -10, "drift_max": 10},
                               prompt_velocity=60)
-    assert [r.name for r in rules] == ["release", "hold", "keys", "loudness"]
+    assert [r.name for r in rules] == ["keyboard", "release", "hold", "keys", "loudness"]
     with pytest.raises(ValueError):
         Loudness(80, 40)

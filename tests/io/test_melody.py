@@ -1,5 +1,7 @@
 """Chapter 12's melodies from outside the corpus: every format read to the same grid, and every melody that
 cannot be harmonised refused with a message that says why."""
+import re
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,19 @@ def test_an_upbeat_is_read_from_leading_rests_an_abc_upbeat_and_a_midi_file(tmp_
     m = read_melody(abc)
     assert (m.metre, m.pickup, len(m.pitches)) == ("3/4", 4, 4 + 3 * 12 + 8)
     assert read_melody(_midi(tmp_path / "late.mid", [(3.0, 4.0, 67), (4.0, 6.0, 72)])).pickup == 4   # 4/4
+
+
+@pytest.mark.parametrize("text,token", [("chord{c'4 e' g'}", "chord{c'4"), ("d'4 <c' e' g'>4", "<c'")])
+def test_a_chord_in_tinynotation_is_refused_by_its_token(text, token):
+    with pytest.raises(MelodyError, match=f'"{re.escape(token)}" \\(token \\d\\): a chord is not a melody'):
+        read_melody(text)
+
+
+def test_what_music21_does_not_take_as_written_is_said_by_token():
+    m = read_melody("4/4 C,4 c'4 d'4 e'4")                   # an ABC octave mark: music21 skips the token
+    assert m.log[-1] == "not tinyNotation, skipped: C,4" and (m.pitches >= 0).sum() == 12
+    m = read_melody("c'4 g#' c'# e-'' d'")
+    assert m.log[1:] == [""""g#'" reads as G#4: octave marks go before the accidental (g'# is G#5)""",
+                         """"e-''" reads as Eb4: octave marks go before the accidental (e''- is Eb6)"""]
+    assert m.pitches[::4].tolist() == [72, 68, 73, 63, 74]   # as music21 reads them: G#4 and Eb4
+    assert read_melody("c'4 d' e'").log == ["3 notes, 12 16th steps (0.75 bars of 4/4)"]

@@ -249,3 +249,15 @@ def test_named_voices_keep_their_order_even_when_they_cross(tmp_path):
     grid = np.array([[72, 55, 60, 48]] * 8)          # the tenor sits above the alto all along
     back = read_midi(write_midi(grid, tmp_path / "crossed.mid"))
     np.testing.assert_array_equal(back, grid)
+
+
+def test_a_performance_plays_from_its_first_note_not_the_recordings_silence():
+    import pretty_midi
+
+    from musictx_lite.io import audio
+    from musictx_lite.io import performance as perf
+
+    notes = np.array([[3.9, 4.4, 60, 70], [4.5, 5.0, 64, 60], [30.0, 31.0, 67, 80]])
+    clip = audio.play(perf.Performance("p", notes, perf.encode(notes), "p", "p.mid"), seconds=20)
+    got = pretty_midi.PrettyMIDI(io.BytesIO(clip.midi_bytes)).instruments[0].notes
+    assert [(round(n.start, 3), round(n.end, 3), n.pitch) for n in got] == [(0.0, 0.5, 60), (0.6, 1.1, 64)]
