@@ -462,7 +462,7 @@
     duration.value = "4";
     const temp = el("input", {type: "number", min: 0.05, max: 3, step: 0.05, value: 1, className: "musictx-play-temperature"});
     const seed = seedFields();
-    const shift = el("input", {type: "number", step: 1, placeholder: "octaves: auto", className: "musictx-play-transpose"});
+    const shift = el("input", {type: "number", step: 1, placeholder: "auto", className: "musictx-play-transpose"});
     const go = el("button", {type: "button", className: "musictx-play-go", textContent: "Harmonise"});
     const panel = el("fieldset", {className: "musictx-play-panel"}, el("legend", {}, "Harmonise a melody"),
       el("label", {htmlFor: text.id, className: "musictx-play-melody-label"}, "melody, in music21's tinyNotation (c' is C5)"),
