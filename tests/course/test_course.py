@@ -93,3 +93,47 @@ def test_grading_a_folder_gives_each_kind_its_score(tmp_path):
     assert "ran past its time limit" in reasons["loop"] and "not a notebook" in reasons["not-a-notebook"]
     assert "stopped while running its answer cell" in reasons["exit"] and "IndexError" in reasons["crash"]
     assert "week 2, not of week 1" in reasons["other-week"] and reasons["right"] == ""
+
+
+def test_an_answer_cannot_reach_the_grader_its_secret_or_the_roster(tmp_path, monkeypatch):
+    """An answer that takes the import hook away still finds no ``musictx_course`` (the sandbox runs as a file,
+    the package off its paths), sees no secret in its environment, and a process it leaves behind is killed with
+    the sandbox; the TA's log names what it touched. A file named for no one on the roster is not graded, and a
+    student with nothing handed in gets a row."""
+    import nbformat
+
+    kinds = make("a secret", 1, 3, tmp_path)
+    right = next(s for s, k in kinds.items() if k == "right")
+    path = tmp_path / "submissions" / f"{right}.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    a = assignment(1)
+    q = a.questions[0]
+    cell = next(c for c in nb.cells if c.get("id") == f"{q.name}-answer")
+    cell.source = (
+        "import os, subprocess, sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_Blocker']\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "LEAK = os.environ.get('MUSICTX_TEST_SECRET', 'none')\n"
+        "try:\n"
+        "    from musictx_course.weeks.w01 import voice_line as _ref\n"
+        "except ImportError:\n"
+        "    _ref = None\n"
+        f"def {q.answer}(tokens, voice):\n"
+        "    if _ref is None:\n"
+        "        raise RuntimeError(f'no reference; secret seen: {LEAK}')\n"
+        "    return _ref(tokens, voice)\n")
+    nbformat.write(nb, str(path))
+    monkeypatch.setenv("MUSICTX_TEST_SECRET", "hunter2")
+    (tmp_path / "submissions" / "nobody.ipynb").write_text(path.read_text())
+    gone = next(s for s in kinds if s != right)
+    (tmp_path / "submissions" / f"{gone}.ipynb").unlink()
+    rows = {r["student"]: r for r in grade(tmp_path / "autograder", 1, tmp_path / "submissions",
+                                            tmp_path / "w.csv", scale=0.4)}
+    assert rows[right][q.name] == 0 and "no reference; secret seen: none" in rows[right]["reasons"]
+    log = (tmp_path / "w-logs" / f"{right}.txt").read_text()
+    assert "uses 'subprocess'" in log or "uses 'meta_path'" in log
+    assert "not on the roster" in rows["nobody"]["reasons"] and rows["nobody"]["auto"] == 0
+    assert rows[gone]["reasons"] == "no submission"
+    import subprocess
+    left = subprocess.run(["pgrep", "-f", "time.sleep\\(600\\)"], capture_output=True, text=True).stdout.split()
+    assert left == [], "a process an answer started outlived the sandbox"

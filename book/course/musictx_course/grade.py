@@ -13,6 +13,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,15 +28,45 @@ import nbformat
 from .spec import Assignment, Question
 from .wire import from_wire, to_wire
 
+SANDBOX, WIRE = Path(__file__).with_name("sandbox.py"), Path(__file__).with_name("wire.py")
 REFERENCE = threading.Lock()   # the references run one at a time: some package state (attention recording) is global
 STARTUP = 30.0          # seconds the sandbox may take to start (importing torch on a loaded machine)
 CELL_SECONDS = 20.0     # seconds per answer cell: defining functions, or computing a value on the variant
 
 
 def answer_cells(nb, a: Assignment) -> dict[str, str]:
-    """{question: its answer cell's source}, found by the cell ids the course wrote (``q1-answer``)."""
-    by_id = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
-    return {q.name: by_id[f"{q.name}-answer"].source for q in a.questions if f"{q.name}-answer" in by_id}
+    """{question: its answer cell's source}, found by the cell ids the course wrote (``q1-answer``); where a
+    student answered in a cell of their own (or an editor dropped the ids), the last code cell that defines the
+    answer's name (``def name(`` or ``name =``)."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    by_id = {c.get("id"): c for c in code}
+    out = {}
+    for q in a.questions:
+        if f"{q.name}-answer" in by_id and q.answer in by_id[f"{q.name}-answer"].source:
+            out[q.name] = by_id[f"{q.name}-answer"].source
+            continue
+        defines = re.compile(rf"^(def\s+{re.escape(q.answer)}\s*\(|{re.escape(q.answer)}\s*=[^=])", re.M)
+        found = [c.source for c in code if defines.search(c.source)]
+        if found:
+            out[q.name] = found[-1]
+        elif f"{q.name}-answer" in by_id:
+            out[q.name] = by_id[f"{q.name}-answer"].source
+    return out
+
+
+# what an answer has no business touching: the grader's package, its files, the environment, other processes,
+# the network. An answer that names one is still graded; the TA's log says to look at it.
+SUSPECT = re.compile(r"musictx_course|course\.json|meta_path|os\.environ|getenv|subprocess|socket|urllib|"
+                     r"requests|importlib|__import__|ctypes|os\.kill|shutil|open\(")
+
+
+def child_env(tmp: str) -> dict[str, str]:
+    """The sandbox's environment: only what Python and torch need to run (no secret, no token, no home)."""
+    keep = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT", "VIRTUAL_ENV", "MUSICTX_CACHE", "MUSICTX_DEVICE")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update(HOME=tmp, TMPDIR=tmp, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg",
+               MUSICTX_PROGRESS="0", PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
 
 
 def job_for(a: Assignment, secret: str, student: str, cells: dict[str, str], todo: list[Question],
@@ -94,18 +126,25 @@ def run_sandbox(job: dict, deadline: float, log: list[str]) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         job_path, results = Path(tmp) / "job.json", Path(tmp) / "results.jsonl"
         job_path.write_text(json.dumps(job))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MUSICTX_COURSE")}
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg", MUSICTX_PROGRESS="0")
+        child = Path(tmp) / "sandbox.py"                # run as a file: the course package is not on its path
+        child.write_text(SANDBOX.read_text().replace("from musictx_course.wire import", "from wire import"))
+        (Path(tmp) / "wire.py").write_text(WIRE.read_text())
+        p = subprocess.Popen([sys.executable, "-E", "-s", str(child), str(job_path), str(results)], env=child_env(tmp),
+                             cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
         try:
-            p = subprocess.run([sys.executable, "-m", "musictx_course.sandbox", str(job_path), str(results)],
-                               capture_output=True, text=True, timeout=deadline, env=env, cwd=tmp,
-                               stdin=subprocess.DEVNULL)
+            output, _ = p.communicate(timeout=deadline)
             log.append(f"  sandbox exit status {p.returncode}")
-            tail = (p.stdout[-800:] + p.stderr[-800:]).strip()
-            if tail:
-                log.append("  its output (last lines): " + tail.replace("\n", "\n    "))
+            if output.strip():
+                log.append("  its output (last lines): " + output[-1600:].strip().replace("\n", "\n    "))
         except subprocess.TimeoutExpired:
             log.append(f"  sandbox stopped after {deadline:.0f} s")
+        finally:
+            try:                                        # the whole group: what the answers started goes too
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.communicate()
         lines = []
         for ln in results.read_text().splitlines() if results.is_file() else []:
             try:
@@ -139,8 +178,9 @@ def _grade_one(a: Assignment, secret: str, path: Path, scale: float) -> tuple[di
         log.append(f"  note: this notebook was built for {meta.get('student')}, not for {student}: graded as "
                    f"{student}'s, on {student}'s variant")
     cells = answer_cells(nb, a)
-    if any("musictx_course" in src for src in cells.values()):
-        log.append("  note: an answer names the grader's package (musictx_course): look at it")
+    for name, src in cells.items():
+        if (m := SUSPECT.search(src)):
+            log.append(f"  note: the answer to {name} uses {m.group(0)!r}, which an answer has no need of: look at it")
     todo = [q for q in a.questions if q.name in cells]
     for q in a.questions:
         if q.name not in cells:
@@ -176,6 +216,9 @@ def grade(autograder: Path, week: int, submissions: Path, out: Path, workers: in
     course = json.loads((Path(autograder) / "course.json").read_text())
     a, secret = assignment(week), course["secret"]
     files = sorted(p for p in Path(submissions).iterdir() if p.is_file() and not p.name.startswith("."))
+    roster = set(course.get("students", []))
+    stray = [p for p in files if roster and p.stem not in roster]
+    files = [p for p in files if p not in stray]
     logs = Path(str(out).removesuffix(".csv") + "-logs")
     logs.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -190,10 +233,18 @@ def grade(autograder: Path, week: int, submissions: Path, out: Path, workers: in
         row["reasons"] = "; ".join(f"{q.name}: {scores[q.name][1]}" for q in a.questions
                                    if scores[q.name][0] < q.points)
         rows.append(row)
+    nothing = {q.name: 0.0 for q in a.questions}
+    for path in stray:                                             # a file named for no one on the roster
+        (logs / f"{path.name}.txt").write_text(f"{path.name}: not graded: {path.stem} is not on the roster\n")
+        rows.append({"student": path.stem, **nothing, "auto": 0.0, "written": "",
+                     "reasons": f"not graded: {path.stem} is not on the roster (rename the file to the student's "
+                                "roster name and grade again)"})
+    for student in sorted(roster - {p.stem for p in files}):        # on the roster, nothing handed in
+        rows.append({"student": student, **nothing, "auto": 0.0, "written": "", "reasons": "no submission"})
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["student", *[q.name for q in a.questions], "auto", "written", "reasons"])
         w.writeheader()
         w.writerows(rows)
     print(f"graded {len(files)} submissions of week {week} in {time.perf_counter() - start:.0f} s: {out}, "
-          f"logs in {logs}")
+          f"logs in {logs}" + (f"; {len(stray)} file(s) named for no one on the roster, not graded" if stray else ""))
     return rows

@@ -1,12 +1,13 @@
 """The process a submission runs in: its answer cells executed, each answer function called on the grader's inputs
 (or each answer variable read), with a time limit per question; only the outputs go back, one JSON line each.
 
-    python -m musictx_course.sandbox JOB.json RESULTS.jsonl
+    python sandbox.py JOB.json RESULTS.jsonl      (grade.run_sandbox copies it beside the job and runs it)
 
 ``JOB.json`` (written by ``grade``): the answer cells' sources in notebook order, the student's variant, and per
 question its kind, its answer's name, its time limit and its inputs (``wire`` values). This process never receives
-the secret, the reference answers or the expected values: the grader judges what comes back. The lecturer's
-package cannot be imported from the student's code here. A line ``{"start": q}`` is written before a question is
+the secret, the reference answers or the expected values: the grader judges what comes back. It runs as a file
+copied beside the job (with ``wire.py``), with an environment of the grader's choosing, and the lecturer's package
+is off its paths and refused by an import hook. A line ``{"start": q}`` is written before a question is
 graded, so that when this process dies or hangs the grader knows on which question.
 """
 from __future__ import annotations
@@ -44,6 +45,20 @@ class _Blocker:
         return None
 
 
+def hide_course() -> None:
+    """Take the lecturer's package off this process's paths: its modules, the folders that hold it, and the finder
+    of an editable install. (Friction, not a wall: the grader runs this process as the TA; the lecturer's guide
+    says how to grade where answers cannot read the course's files.)"""
+    from pathlib import Path
+
+    for name in [m for m in sys.modules if m == "musictx_course" or m.startswith("musictx_course.")]:
+        del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if not (Path(p or ".") / "musictx_course").exists()]
+    sys.meta_path[:] = [f for f in sys.meta_path if "musictx_course" not in getattr(f, "__module__", "")
+                        and "musictx_course" not in repr(getattr(f, "__dict__", ""))]
+    sys.path_importer_cache.clear()
+
+
 def limited(seconds: float, fn, *args, **kwargs):
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
@@ -63,9 +78,7 @@ def main(job_path: str, results_path: str) -> int:
 
     import musictx_lite  # noqa: F401  (torch with it): imported before any timer runs, so no answer pays for it
 
-    for name in [m for m in sys.modules if m == "musictx_course" or m.startswith("musictx_course.")]:
-        if name not in ("musictx_course.wire", "musictx_course.sandbox", "musictx_course"):
-            del sys.modules[name]
+    hide_course()
     sys.meta_path.insert(0, _Blocker())
     ns: dict = {"__name__": "__answers__", "VARIANT": job["variant"], "STUDENT": job["student"]}
     if job.get("setup"):

@@ -125,7 +125,8 @@ ASSIGNMENT = Assignment(
             dot_attention, attention_cases),
     ),
     written=Written(
-        "Chapter 0's best baseline predicts each voice's next token from its own previous one. Using your "
+        "Chapter 0's \"same voice, previous step\" baseline predicts each voice's next token from its own previous "
+        "one (only the two-token table, which adds the token just before, does better). Using your "
         "`REPEAT_SHARE`, explain in at most 150 words why such a baseline already scores far better than the "
         "unigram, and name one thing about a chorale that it cannot capture and attention can.",
         ((1, "reads REPEAT_SHARE as how often the best guess 'the same as before' is right on the 16th grid"),
