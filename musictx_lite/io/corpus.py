@@ -60,7 +60,7 @@ class Performances(Splits):
             ps = self[s]
             hours = sum(p.seconds for p in ps) / 3600
             rows.append(f"{s:5s}: {len(ps):4d} performances, {len(set(p.piece for p in ps)):4d} pieces, "
-                        f"{sum(len(p) for p in ps):9,d} events, {hours:5.2f} hours")
+                        f"{sum(len(p) - 1 for p in ps):9,d} events, {hours:5.2f} hours")   # the BOS not counted
         rows.append(f"skipped: {len(self.skipped)} files")
         return f"{self.source}\n" + "\n".join(rows)
 

@@ -139,11 +139,12 @@ def train_pair(P: Profile, data, seeds=(0, 1), device=None, progress: bool = Tru
 
 def seed_table(results: dict[str, list[dict]], baselines: dict[str, float]) -> str:
     """Each model's valid NLL per event over seeds (mean, and the lowest and highest seed), its parameters,
-    steps, training time and speed, under the baselines."""
+    steps, training seconds per seed (evaluations excluded) and events per second of training, under the
+    baselines."""
     from ..models.registry import n_params
 
     lines = [f"{'model':17s} {'NLL/event':>9s}  {'seeds (min..max)':>17s} {'params':>8s} {'steps':>5s} "
-             f"{'train s':>7s} {'events/s':>9s}"]
+             f"{'s/seed':>7s} {'events/s':>9s}"]
     for name, runs in results.items():
         v = [r["valid"] for r in runs]
         lines.append(f"{LABELS[name]:17s} {np.mean(v):9.4f}  {min(v):8.4f}..{max(v):.4f} "

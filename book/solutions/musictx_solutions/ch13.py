@@ -20,6 +20,7 @@ from musictx_lite.classroom.checks.ch13 import (
 )
 from musictx_lite.io.midi import note_name
 from musictx_lite.io.performance import (
+    BOS,
     MAX_SHIFT,
     NOTE_ON,
     TICK,
@@ -190,14 +191,15 @@ def exercise_13_3(events=None, shift: int = 2, n_show: int = 10) -> torch.Tensor
     for a, b in zip(was, now):
         print(f"  {a:12s} -> {b}")
     keys = ((events >= NOTE_ON) & (events < TIME_SHIFT)).sum().item()
-    print(f"{keys} of {len(events)} events moved: the note-ons and note-offs; time shifts and velocities stay")
+    n = len(events) - int(len(events) > 0 and int(events[0]) == BOS)            # the BOS is no event of the music
+    print(f"{keys:,} of {n:,} events moved: the note-ons and note-offs; time shifts and velocities stay")
     notes = decode(events)
     pitches = notes[:, 2]
     if len(notes) and 0 <= pitches.min() + shift and pitches.max() + shift <= 127:
         moved = notes.copy()
         moved[:, 2] += shift
         assert np.array_equal(decode(up), moved)              # decode sorts; one shift keeps the order
-        print(f"decoded: the same {len(notes)} notes, at the same times and loudness, each {shift:+d} semitones")
+        print(f"decoded: the same {len(notes):,} notes, at the same times and loudness, each {shift:+d} semitones")
     top = torch.tensor([NOTE_ON + 127])
     print(f"MIDI's top pitch, 127 (G9, far above the piano's top key, C8 = 108), up a semitone: "
           f"{describe(top)[0]} -> {describe(transposed_events(top, 1))[0]}: the id runs into the note-offs, "
