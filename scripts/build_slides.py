@@ -113,8 +113,13 @@ def _text(o) -> str:
 
 
 def _head(text: str, n: int, more: str = "… (the rest is in the book)") -> str:
+    """``text`` in at most ``n`` lines: its first three (a table's heading) and its last ones (the rows a
+    leaderboard or a log ends with), "…" between."""
     lines = text.rstrip("\n").splitlines()
-    return text if len(lines) <= n else "\n".join(lines[:n - 1] + [more]) + "\n"
+    if len(lines) <= n:
+        return text
+    head = min(3, n // 2)
+    return "\n".join(lines[:head] + [more] + lines[len(lines) - (n - head - 1):]) + "\n"
 
 
 def _cut_html(html: str, at: int, close: str) -> str:
@@ -178,7 +183,12 @@ def shown_source(source: str) -> str:
                                             and all(isinstance(b, ast.Assert) for b in node.body)):
             drop.update(range(node.lineno, node.end_lineno + 1))
     lines = source.splitlines()
-    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop).strip("\n")
+    shown = "\n".join(line for i, line in enumerate(lines, 1) if i not in drop).strip("\n")
+    try:
+        ast.parse(shown)
+    except SyntaxError:                                       # a block whose body was its checks: as it is
+        return source
+    return shown
 
 
 def _cost(cell) -> int:
@@ -271,9 +281,10 @@ def slide_notebook(nb, cite: Callable[[str, str], str] | None = None):
                 continue
             c = copy.deepcopy(cell)
             c.outputs = [k for o in c.get("outputs", []) if (k := shown_output(o)) is not None]
+            long = len(c.source.strip().splitlines()) > SHORT_CODE        # as written: a long cell stays hidden
             c.source = shown_source(c.source)
-            listing = re.search(r"\b(getsource|show_source)\(", c.source)   # the listing is the output
-            hide = not c.source.strip() or listing or len(c.source.strip().splitlines()) > SHORT_CODE
+            listing = re.search(r"\b(getsource|show_source|source_without_docstring)\(", c.source)
+            hide = not c.source.strip() or listing or long              # a listing: the output shows the code
             if hide:
                 c.metadata["tags"] = [*c.metadata.get("tags", []), "slides-hide-input"]
             if hide and not c.outputs:

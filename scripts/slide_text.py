@@ -137,7 +137,12 @@ def myst_to_markdown(text: str, cite: Callable[[str, str], str], keyprefix: str 
         return re.sub(r"\s*<[^>]*>$", "", content)     # {doc}`text <target>` -> text
     md = re.sub(r"\{([\w:-]+)\}`([^`]*)`", role, md)
     # "Huang et al. (Huang et al., 2019)": the authors already named, the citation gives the year
-    return re.sub(r"((?:[A-Z][\w'’-]+)(?: et al\.| and [A-Z][\w'’-]+)?) \(\1, (\d{4}[a-z]?|n\.d\.)\)", r"\1 (\2)", md)
+    authors = r"[A-Z][\w'’-]+(?:\s+et\s+al\.|\s+and\s+[A-Z][\w'’-]+)?"
+
+    def once(m: re.Match) -> str:
+        same = " ".join(m.group(1).split()) == " ".join(m.group(2).split())
+        return f"{m.group(1)} ({m.group(3)})" if same else m.group(0)
+    return re.sub(rf"({authors})\s+\(({authors}), (\d{{4}}[a-z]?|n\.d\.)\)", once, md)
 
 
 # -- what a slide shows, and its speaker notes ---------------------------------------------------

@@ -64,11 +64,16 @@ class SinusoidalPositions(nn.Module):
 
 
 @torch.no_grad()
-def position_nll(model: nn.Module, pieces, length: int, max_windows: int = 256) -> torch.Tensor:
+def position_nll(model: nn.Module, pieces, length: int, max_windows: int = 256,
+                 window: int | None = None) -> torch.Tensor:
     """Mean NLL at each position 0..length-1 of windows of ``length`` tokens (nats), on the CPU.
 
     Windows start at every step of each piece, a stride of ``length // 2``; a
     model trained on shorter crops is here asked about positions it never saw.
+    With ``window`` (chapter 6's control), the model never sees more than ``window`` tokens: past the
+    first ``window`` positions, each token is predicted from a view that slides by ``window // 2`` and
+    starts at position 0 again, so it sees between ``window // 2`` and ``window`` tokens, at positions it
+    trained on.
     """
     xs = []
     for p in pieces:
@@ -77,14 +82,21 @@ def position_nll(model: nn.Module, pieces, length: int, max_windows: int = 256) 
             xs.append(s[start: start + length + 1])
     if not xs:
         raise ValueError(f"no piece is longer than {length + 1} tokens")
+    window = length if window is None else window
+    if not 2 <= window <= length or window % 2:
+        raise ValueError(f"window must be even and 2..{length}, got {window}")
+    half = window // 2
     X = torch.stack(xs[:max_windows])                                  # (N, length + 1)
     total = torch.zeros(length)
     with evaluating(model):
         for i in range(0, len(X), 32):
             xy = to_model(model, X[i: i + 32])
-            logits = model(xy[:, :-1]).float()                          # (b, length, V)
-            nll = F.cross_entropy(logits.transpose(1, 2), xy[:, 1:], reduction="none")   # (b, length)
-            total += nll.sum(0).cpu()
+            views = [(0, 0)] + [(o, half) for o in range(half, length - half, half)]   # (start, first kept)
+            for o, keep in views:
+                end = min(o + window, length)
+                logits = model(xy[:, o:end]).float()                    # (b, end - o, V)
+                nll = F.cross_entropy(logits.transpose(1, 2), xy[:, o + 1:end + 1], reduction="none")
+                total[o + keep:end] += nll[:, keep:].sum(0).cpu()       # (b, end - o - keep)
     return total / len(X)
 
 

@@ -384,7 +384,8 @@ def test_slide_rules_on_a_small_notebook():
     assert "slides-hide-input" in fig.metadata["tags"]
     assert [o.output_type for o in fig.outputs] == ["display_data", "stream"]
     lines = text.outputs[0].text.splitlines()
-    assert lines[:-1] == ["y"] * (bs.SHORT_TEXT - 1) and lines[-1].startswith("…")   # cut, and says so
+    assert len(lines) == bs.SHORT_TEXT and lines[3].startswith("…")       # its head and its end, and says so
+    assert lines[:3] == ["y"] * 3 and lines[4:] == ["y"] * (bs.SHORT_TEXT - 4)
     assert [o.get("name") for o in short.outputs] == ["stdout"]
 
 
@@ -399,3 +400,13 @@ def test_reveal_is_pinned_and_fetched_with_the_shared_helper():
     assert bs.offline is offline                                       # book/_ext/offline.py, imported once
     src = (ROOT / "scripts" / "build_slides.py").read_text()
     assert "urlopen" not in src and "tarfile" not in src                # no second copy of the download code
+
+
+def test_a_shown_source_loses_its_checks_but_stays_python():
+    src = "x = f(1)\nassert x > 0, 'positive'\nif P.name != 'smoke':\n    assert x < 9\nprint(x)"
+    assert bs.shown_source(src) == "x = f(1)\nprint(x)"
+    loop = "for j in range(3):\n    assert g(j) == j"                 # a body that is only its check
+    assert bs.shown_source(loop) == loop
+    assert bs.shown_source("%timeit f()") == "%timeit f()"             # IPython syntax: as it is
+    cite = st.myst_to_markdown("As Huang et\nal. {cite:p}`huang2019music` say.", st.bib_citer())
+    assert cite == "As Huang et\nal. (2019) say."                       # not "Huang et al. (Huang et al., 2019)"

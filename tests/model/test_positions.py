@@ -45,6 +45,27 @@ def test_position_nll_matches_a_direct_computation():
         position_nll(model, data.valid[:1], 10**6)
 
 
+def test_position_nll_with_a_window_sees_at_most_the_window_at_trained_positions():
+    data = load_data()
+    torch.manual_seed(0)
+    model = build_model("learned-positions", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16)).eval()
+    with pytest.raises(ValueError, match="learned positions stop at 16"):
+        position_nll(model, data.valid[:2], 32, max_windows=1)          # the full view needs position 16+
+    curve = position_nll(model, data.valid[:2], 32, max_windows=1, window=16)
+    s = torch.as_tensor(encode(data.valid[0].pitches))[:33]
+    with torch.no_grad():
+        first = F.cross_entropy(model(s[None, :16])[0], s[1:17], reduction="none")
+        view = F.cross_entropy(model(s[None, 8:24])[0], s[9:25], reduction="none")   # slid by 8, from 0
+        last = F.cross_entropy(model(s[None, 16:32])[0], s[17:33], reduction="none")
+    torch.testing.assert_close(curve[:16], first)
+    torch.testing.assert_close(curve[16:24], view[8:])                       # 8..15 tokens of view
+    torch.testing.assert_close(curve[24:], last[8:])
+    sin = build_model("sinusoidal", ModelConfig(n_embd=16, n_heads=2, n_layers=1, context=16)).eval()
+    torch.testing.assert_close(position_nll(sin, data.valid[:2], 32, window=32), position_nll(sin, data.valid[:2], 32))
+    with pytest.raises(ValueError, match="window must be even"):
+        position_nll(sin, data.valid[:2], 32, window=15)
+
+
 def test_exercise_6_1_sinusoids_shift_exactly_learned_do_not():
     torch.manual_seed(0)
     model = build_model("learned-positions", ModelConfig(n_embd=16, n_heads=2, context=64))

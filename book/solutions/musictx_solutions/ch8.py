@@ -71,8 +71,12 @@ def exercise_8_3(model: nn.Module, data: Splits) -> tuple[float, float]:
     print(f"what differs past L: a query sees more than the {L} keys of any training crop, and")
     print(f"every key beyond distance -{L - 1} gets the same vector, E^r's farthest; the near")
     print("distances keep the vectors they were trained with")
+    view = position_nll(model, data.valid, 2 * L, window=L)[L:].mean().item()   # chapter 6's control
+    print(f"the control, at most L tokens in view: {L}..{2 * L - 1}: {view:.3f} nats/token")
     if past > inside:
-        print("so the likely cause of the rise is the extra keys: distances never seen in training,")
-        print("which the model cannot tell apart by distance, taking softmax weight from the near ones")
+        share = (past - view) / (past - inside)
+        print("the extra keys (distances never seen in training, which the model cannot tell apart by")
+        print(f"distance) account for {past - view:+.3f} of the {past - inside:+.3f}, {share:.0%} of the rise;")
+        print("the rest, which the control shows too, is that of the later tokens and its shorter view")
     return inside, past
 
