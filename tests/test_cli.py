@@ -679,7 +679,7 @@ def test_generate_keeps_a_performance_to_the_grammar_unless_told_not_to(tmp_path
     main(["generate", "--pretrained", "piano-local", "--events", "400", "--seed", "0", "--out",
           str(tmp_path / "kept.mid")])
     said = capsys.readouterr().out
-    assert "the performance grammar (longest hold" in said and "keys released at the end" in said, said
+    assert "the performance grammar (A0 to C8, longest hold" in said and "released at the end" in said, said
     notes = read_performance(tmp_path / "kept.mid").notes
     assert (notes[:, 1] - notes[:, 0]).max() <= limits["note_s_p999"] + 0.011
     assert keys_down(notes).max() <= limits["keys_down_p995"]

@@ -155,8 +155,10 @@ def _generate_performance(a: argparse.Namespace, model, ck: dict) -> None:
     path = write_performance(notes, a.out)
     how = "the raw sampler (--no-rules)"
     if rules:
-        band = ", the prompt's loudness band" if len(rules) > 3 else ""
-        how = (f"the performance grammar (longest hold {rules[1].ticks / 100:g} s, at most {rules[2].keys} keys "
-               f"down{band}; {info['dead_ends']} dead ends, {info['released_at_end']} keys released at the end)")
+        by = {r.name: r for r in rules}
+        band = ", the prompt's loudness band" if "loudness" in by else ""
+        how = (f"the performance grammar (A0 to C8, longest hold {by['hold'].ticks / 100:g} s, at most "
+               f"{by['keys'].keys} notes sounding{band}; {info['dead_ends']} dead ends, {info['released_at_end']} "
+               "released at the end)")
     print(f"wrote {path}: {len(notes)} notes, {notes[:, 1].max() if len(notes) else 0:.1f} s, "
           f"{a.events or 1024} events from {ck['model_name']} (step {ck['step']}), {how}")

@@ -48,8 +48,8 @@ def line(name: str, m: dict, info: dict | None = None) -> str:
     out = (f"{name}: {m['notes']} notes, longest {m['longest_s']:.1f} s, at most {m['most_keys_down']} sounding, "
            f"{m['notes_per_s']:.1f} notes/s, velocity {m['velocity_drift']:+.1f} in the last 10 s against the prompt")
     if info is not None:
-        out += (f"; {info['left_down']} left sounding at the end, {info['released_at_end']} released by the "
-                f"grammar, {info['dead_ends']} dead ends")
+        out += (f"; {info['left_down']} left sounding at the end, {info['released_at_end']} released there by "
+                f"the grammar, {info['dead_ends']} dead ends")
     return out
 
 
@@ -87,7 +87,8 @@ def reading(rec: dict) -> str:
     within = kept["longest_s"]["max"] <= real["longest_s"]["max"] + 1e-9 and \
         kept["most_keys_down"]["max"] <= real["most_keys_down"]["max"] and kept["left_down"]["max"] == 0
     said.append(f"With the grammar, the longest note is {kept['longest_s']['max']:.1f} s, at most "
-                f"{kept['most_keys_down']['max']:.0f} notes sound at once, and none is left sounding: "
+                f"{kept['most_keys_down']['max']:.0f} notes sound at once, and none is left sounding (the "
+                "grammar releases what is still down when it stops, a cut-off too): "
                 + ("all inside what the real performances do at their most." if within else
                    "not all inside what the real performances do."))
     hold = rec.get("limits", {}).get("note_s_p999")
@@ -95,8 +96,8 @@ def reading(rec: dict) -> str:
         said.append(f"But every one of these continuations reaches the hold limit ({hold:.1f} s) at least once, "
                     f"where the real performances' longest note is {real['longest_s']['mean']:.1f} s on average: "
                     "those notes end because the rule ends them, and a pianist hears them cut off. A key struck "
-                    "again starts a new note and a new count, so a key the model keeps re-striking can sound "
-                    "far longer than the limit.")
+                    "again starts a new note and a new count, so a key the model keeps re-striking is heard "
+                    "again and again, each note within the limit.")
     lo, hi = real["velocity_drift"]["min"], real["velocity_drift"]["max"]
     drift, rdrift = kept["velocity_drift"], raw["velocity_drift"]
     inside = lo <= drift["min"] and drift["max"] <= hi
@@ -107,16 +108,17 @@ def reading(rec: dict) -> str:
                 "the model from the real players' big crescendos and diminuendos too. Without the grammar the "
                 f"model gets louder on average ({rdrift['mean']:+.1f}; {rdrift['min']:+.1f} to "
                 f"{rdrift['max']:+.1f}).")
-    dense = kept["notes_per_s"]["mean"] / real["notes_per_s"]["mean"]
+    dense, rdense = (x["notes_per_s"]["mean"] / real["notes_per_s"]["mean"] for x in (kept, raw))
     said.append(f"The model plays {kept['notes_per_s']['mean']:.1f} notes per second with the grammar and "
                 f"{raw['notes_per_s']['mean']:.1f} without, against {real['notes_per_s']['mean']:.1f} in the real "
-                f"performances ({dense:.1f} times as dense), and it does not slow down for a slow piece: the "
+                f"performances ({dense:.1f} and {rdense:.1f} times as dense), and it does not slow down for a slow "
+                "piece: the "
                 f"slowest real piece plays {real['notes_per_s']['min']:.1f} notes a second, the sparsest grammar "
                 f"continuation {kept['notes_per_s']['min']:.1f}.")
     mine, theirs = kept["logp_per_event"]["mean"], raw["logp_per_event"]["mean"]
     said.append(f"Scored by the model itself, unmasked and at temperature 1, the events drawn with the grammar "
                 f"have a log-probability of {mine:.3f} nats per event and those drawn without it {theirs:.3f}. "
                 "They are different events, so this is no price of the rules; "
-                + ("it says that the grammar does not push the model onto events it finds unlikely." if mine >= theirs
+                + ("the model finds the grammar's events no less likely than the raw sampler's own." if mine >= theirs
                    else f"the grammar's are {theirs - mine:.3f} nats per event less likely to the model."))
     return " ".join(said)
