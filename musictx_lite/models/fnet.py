@@ -82,8 +82,9 @@ class FourierMixer(nn.Module):
 class CausalFourierMatrix(nn.Module):
     """y = tril(M)[:T, :T] Re(F_hidden(x)): a learned causal (L, L) mixing matrix, L = ``context``.
 
-    M starts as Re(DFT_L) / sqrt(L C), FNet's sequence transform scaled so that an
-    output has about unit size. Row t mixes positions 0..t only. O(L^2) time and
+    M starts as Re(DFT_L) / sqrt(L C), the real part of FNet's sequence transform
+    (on the real Re(F_hidden(x)) it keeps the Re(D_L) Re(X D_C) term of FNet's mix
+    and drops the Im(D_L) Im(X D_C) one), scaled so that an output has about unit size. Row t mixes positions 0..t only. O(L^2) time and
     parameters; inputs longer than L are an error.
     """
 
