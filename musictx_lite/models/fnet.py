@@ -84,8 +84,9 @@ class CausalFourierMatrix(nn.Module):
 
     M starts as Re(DFT_L) / sqrt(L C), the real part of FNet's sequence transform
     (on the real Re(F_hidden(x)) it keeps the Re(D_L) Re(X D_C) term of FNet's mix
-    and drops the Im(D_L) Im(X D_C) one), scaled so that an output has about unit size. Row t mixes positions 0..t only. O(L^2) time and
-    parameters; inputs longer than L are an error.
+    and drops the Im(D_L) Im(X D_C) one), scaled so that an output has about unit
+    size. Row t mixes positions 0..t only. O(L^2) time and parameters; inputs longer
+    than L are an error.
     """
 
     def __init__(self, cfg: ModelConfig):
