@@ -129,22 +129,25 @@ def run_sandbox(job: dict, deadline: float, log: list[str]) -> list[dict]:
         child = Path(tmp) / "sandbox.py"                # run as a file: the course package is not on its path
         child.write_text(SANDBOX.read_text().replace("from musictx_course.wire import", "from wire import"))
         (Path(tmp) / "wire.py").write_text(WIRE.read_text())
-        p = subprocess.Popen([sys.executable, "-E", "-s", str(child), str(job_path), str(results)], env=child_env(tmp),
-                             cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, start_new_session=True)
-        try:
-            output, _ = p.communicate(timeout=deadline)
-            log.append(f"  sandbox exit status {p.returncode}")
-            if output.strip():
-                log.append("  its output (last lines): " + output[-1600:].strip().replace("\n", "\n    "))
-        except subprocess.TimeoutExpired:
-            log.append(f"  sandbox stopped after {deadline:.0f} s")
-        finally:
-            try:                                        # the whole group: what the answers started goes too
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.communicate()
+        printed = Path(tmp) / "printed.txt"             # a file, not a pipe: a process an answer leaves behind
+        with printed.open("w") as out:                  # cannot keep the grader waiting for the pipe to close
+            p = subprocess.Popen([sys.executable, "-E", "-s", str(child), str(job_path), str(results)],
+                                 env=child_env(tmp), cwd=tmp, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                p.wait(timeout=deadline)
+                log.append(f"  sandbox exit status {p.returncode}")
+            except subprocess.TimeoutExpired:
+                log.append(f"  sandbox stopped after {deadline:.0f} s")
+            finally:
+                try:                                    # the whole group: what the answers started goes too
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        output = printed.read_text(errors="replace")
+        if output.strip():
+            log.append("  its output (last lines): " + output[-1600:].strip().replace("\n", "\n    "))
         lines = []
         for ln in results.read_text().splitlines() if results.is_file() else []:
             try:
