@@ -144,10 +144,17 @@ def flex_relative_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, E
 IMPLS = ("skew", "chunked", "flex")
 
 
-def choose_impl(device: torch.device) -> str:
-    """``MUSICTX_RELATIVE`` if set, else ``chunked`` on a CPU and ``skew`` elsewhere: on CUDA the
-    readable skew hands its bias to SDPA's fused kernels."""
-    impl = settings.relative() or ("chunked" if device.type == "cpu" else "skew")
+CHUNKED_FROM = 1024    # on a CPU, the chunked skew from this many queries on: the shortest length at which it
+                       # measured faster than the readable skew (bench-relative-cpu: 19 ms against 33 at 1,024),
+                       # which was the faster at 256 (chapter 8's timing); 512 is not measured
+
+
+def choose_impl(device: torch.device, length: int | None = None) -> str:
+    """``MUSICTX_RELATIVE`` if set; else, on a CPU, ``chunked`` for ``length`` queries from ``CHUNKED_FROM`` on
+    (or when no length is given) and ``skew`` below it, where the readable skew measured faster; elsewhere
+    ``skew``: on CUDA the readable skew hands its bias to SDPA's fused kernels."""
+    cpu = "chunked" if length is None or length >= CHUNKED_FROM else "skew"
+    impl = settings.relative() or (cpu if device.type == "cpu" else "skew")
     if impl not in IMPLS:
         raise ValueError(f"MUSICTX_RELATIVE must be one of {', '.join(IMPLS)}, got {impl!r}")
     return impl
@@ -165,7 +172,7 @@ class RelativeGlobalAttention(BiasedAttention):
         self.impl = impl
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool):
-        impl = self.impl or choose_impl(q.device)
+        impl = self.impl or choose_impl(q.device, q.shape[-2])
         readable = need_weights or is_recording() or not self.causal or q.shape[-2] != k.shape[-2]
         if impl == "skew" or readable:                                    # weights, no mask, fewer queries
             return super().attend(q, k, v, need_weights)                  # the readable skew

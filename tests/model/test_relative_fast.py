@@ -15,6 +15,7 @@ from musictx_lite.models.config import ModelConfig
 from musictx_lite.models.registry import build_model
 from musictx_lite.models.relative import BiasedAttention, RelativeGlobal, relative_logits_skew
 from musictx_lite.models.relative_fast import (
+    CHUNKED_FROM,
     RelativeGlobalAttention,
     choose_impl,
     flex_relative_attention,
@@ -107,6 +108,9 @@ def test_the_relative_models_use_the_chunked_path_on_a_cpu(monkeypatch):
     assert all(isinstance(b.mixer, RelativeGlobalAttention) for b in model.blocks)
     monkeypatch.delenv("MUSICTX_RELATIVE", raising=False)
     assert choose_impl(torch.device("cpu")) == "chunked" and choose_impl(torch.device("cuda")) == "skew"
+    assert choose_impl(torch.device("cpu"), 256) == "skew"                   # short: the readable skew is faster
+    assert choose_impl(torch.device("cpu"), CHUNKED_FROM) == "chunked"
+    assert choose_impl(torch.device("cuda"), 4096) == "skew"
     monkeypatch.setenv("MUSICTX_RELATIVE", "flex")
     assert choose_impl(torch.device("cpu")) == "flex"
     monkeypatch.setenv("MUSICTX_RELATIVE", "fast")
@@ -151,3 +155,17 @@ def test_flex_values_and_gradients_on_a_gpu():
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
     want, got = readable(q, k, v, E), relative_attention(q, k, v, E)      # the chunked path on CUDA too
     torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+
+
+def test_a_cpu_layer_takes_the_readable_skew_below_chunked_from_and_the_chunks_from_it(monkeypatch):
+    from musictx_lite.models import relative_fast
+
+    monkeypatch.delenv("MUSICTX_RELATIVE", raising=False)
+    calls = []
+    real = relative_fast.relative_attention
+    monkeypatch.setattr(relative_fast, "relative_attention", lambda *a: calls.append(a[0].shape[-2]) or real(*a))
+    layer = RelativeGlobalAttention(ModelConfig(n_embd=8, n_heads=2, context=CHUNKED_FROM)).eval()
+    with torch.no_grad():
+        short, long = layer(torch.randn(1, 64, 8)), layer(torch.randn(1, CHUNKED_FROM, 8))
+    assert calls == [CHUNKED_FROM]                                 # the chunks ran for the long input only
+    assert short.shape == (1, 64, 8) and long.shape == (1, CHUNKED_FROM, 8)
