@@ -441,6 +441,16 @@ def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
+def seed_spreads(res: dict | None = None) -> dict[str, float]:
+    """{model: its highest valid NLL minus its lowest over the seeds} of a comparison over seeds (default: the
+    shipped ``pretrained/compare.json``, chapter 11's): how far a change of seed alone moved one model (chapter 7
+    ranks no smaller gap)."""
+    if res is None:
+        res = json.loads((Path(__file__).parents[1] / "pretrained" / "compare.json").read_text())
+    return {name: max(r["valid_nll"] for r in runs) - min(r["valid_nll"] for r in runs)
+            for name, runs in res["models"].items() if len(runs) > 1}
+
+
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, counts: np.ndarray, n: int = 2000,
                      seed: int = 0) -> tuple[float, float, float]:
     """NLL per token of model a minus model b over the pieces, and a 95% bootstrap interval over pieces

@@ -426,3 +426,14 @@ def test_the_committed_ledger_holds_one_comparison():
         s["train_config"] = {k: v for k, v in s["train_config"].items() if k not in ("seed",)}
     assert all(s == same[0] for s in same[1:])         # one comparison: one training budget, data and code
     assert sum(len(r) for r in C.ledger_runs(ledger).values()) == len(files)
+
+
+def test_seed_spreads_are_each_models_highest_minus_lowest_seed():
+    from musictx_lite.study.compare import seed_spreads
+
+    res = {"models": {"a": [{"valid_nll": 1.0}, {"valid_nll": 1.25}, {"valid_nll": 1.1}],
+                      "b": [{"valid_nll": 2.0}]}}                    # one seed: no spread
+    assert seed_spreads(res) == {"a": pytest.approx(0.25)}
+    shipped = seed_spreads()                                          # chapter 11's committed file
+    assert {"shaw", "rope", "alibi", "learned-positions"} <= set(shipped)
+    assert all(v >= 0 for v in shipped.values())
