@@ -28,8 +28,11 @@ def band_mask(T: int, N: int, device: torch.device | str | None = None) -> torch
 
 
 def skew_local(rel: torch.Tensor, n_keys: int) -> torch.Tensor:
-    """(..., N, W) logits, column c for the offset c - (N - 1) of key from query, W = N - 1 + n_keys,
-    -> (..., N, n_keys) with out[n, m] = rel[n, N - 1 + m - n]. Every entry is defined.
+    """(..., N, W) logits, column c for m - n = c - (N - 1): the key's index m in its
+    window minus the query's index n in its block, W = N - 1 + n_keys, -> (..., N, n_keys)
+    with out[n, m] = rel[n, N - 1 + m - n]. Every entry is defined. (In ``local_blocks``
+    the window starts a block before the query's, so column c is the distance
+    c - (2N - 1) of key from query.)
 
     Pad a column on the right, flatten, pad W - N (N - 1 when n_keys = N),
     reshape to (N + 1, W), keep the first N rows and the last n_keys columns.
