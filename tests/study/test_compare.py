@@ -116,12 +116,13 @@ def test_training_time_excludes_evaluation(chorales, monkeypatch):
     assert all(0 < a < b for a, b in zip(hist.eval_seconds, hist.eval_seconds[1:])) and hist.eval_seconds[-1] < 1000
 
 
-def test_peak_memory_grows_with_the_attention_matrix():
+def test_peak_memory_grows_with_the_attention_matrix(monkeypatch):
     cfg = C.budget("alibi", "smoke")[0]
     short, long = (C.train_peak_mib("alibi", cfg, L) for L in (128, 512))
     assert long > 4 * short                                           # explicit (L, L) scores: 16x as many
     lstm = C.budget("lstm", "smoke")[0]
     assert C.train_peak_mib("lstm", lstm, 512) < long
+    monkeypatch.setenv("MUSICTX_RELATIVE", "chunked")                 # 512 is below CHUNKED_FROM: asked for
     relative = C.train_peak_mib("relative", C.budget("relative", "smoke")[0], 512)
     assert relative < long / 2                                        # the chunked skew keeps no (L, L) scores
 
