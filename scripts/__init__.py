@@ -19,7 +19,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
@@ -34,3 +36,18 @@ def book_extension(name: str) -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def into_ledger(job, tasks: list, log: Path, workers: int = 2, every: int = 10, chunksize: int = 1) -> list[dict]:
+    """Run ``job`` on every task in ``workers`` processes; append each result to the JSON-lines ``log`` as it
+    finishes (a run stopped halfway keeps what it did: the studies skip the tasks their log holds), printing
+    progress every ``every`` results. Returns the new results, in the tasks' order."""
+    out = []
+    with ProcessPoolExecutor(workers) as pool, Path(log).open("a") as f:
+        for k, r in enumerate(pool.map(job, tasks, chunksize=chunksize)):
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+            out.append(r)
+            if (k + 1) % every == 0:
+                print(f"{k + 1}/{len(tasks)}", flush=True)
+    return out

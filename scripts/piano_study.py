@@ -22,10 +22,11 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from scripts import into_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "musictx_lite" / "pretrained" / "piano-continuations.json"
@@ -127,13 +128,7 @@ def main(argv=None) -> int:
              for name, notes in pieces for s in SETTINGS for seed in SEEDS if (name, s, seed) not in done]
     print(f"{len(pieces)} held-out pieces; {len(tasks)} continuations to do, {len(done)} done", flush=True)
     log.write_text("".join(json.dumps(r) + "\n" for r in lines))   # the lines of an older grammar go
-    with ProcessPoolExecutor(a.workers) as pool, log.open("a") as f:
-        for k, r in enumerate(pool.map(job, tasks)):
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-            lines.append(r)
-            if (k + 1) % 10 == 0:
-                print(f"{k + 1}/{len(tasks)}", flush=True)
+    lines += into_ledger(job, tasks, log, a.workers, every=10)
     rec = {**provenance("cpu", commit), "command": " ".join(["python -m scripts.piano_study", *sys.argv[1:]]),
            "seconds": round(time.time() - start), "source": data.source + ", validation and test pieces",
            "pieces": len(pieces), "prompt_s": a.prompt, "continuation_s": a.seconds, "seeds": list(SEEDS),

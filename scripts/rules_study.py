@@ -21,10 +21,11 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from scripts import into_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "musictx_lite" / "pretrained" / "harmonise-rules.json"
@@ -155,13 +156,7 @@ def main(argv=None) -> int:
              for i in range(len(pieces)) if (name, seed, i) not in done]
     print(f"{len(pieces)} test melodies ({int(unknown.sum())} with tunes not in training), {len(tasks)} "
           f"harmonisations to do, {len(done)} done", flush=True)
-    with ProcessPoolExecutor(a.workers) as pool, log.open("a") as f:
-        for k, r in enumerate(pool.map(job, tasks, chunksize=4)):
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-            lines.append(r)
-            if (k + 1) % 50 == 0:
-                print(f"{k + 1}/{len(tasks)}", flush=True)
+    lines += into_ledger(job, tasks, log, a.workers, every=50, chunksize=4)
     rec = {**provenance("cpu", commit), "command": " ".join(["python -m scripts.rules_study", *sys.argv[1:]]),
            "seconds": round(time.time() - start), "pieces": len(pieces),
            "unknown_tunes": int(unknown.sum()), "known_rule": "the first 12 intervals open a training melody",
