@@ -99,12 +99,15 @@ def table(builds: list[dict]) -> str:
     t4 = chapter_minutes("gpu")
     lines = ["| chapter | lecture | lab | CPU, cpu profile (measured) | T4, gpu profile training (estimated) |",
              "|---|---|---|---|---|"]
+    seen = set()
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         title = "".join(json.loads(path.read_text())["cells"][0]["source"]).splitlines()[0]   # "# 8. The skew"
         n, title = int(path.stem.split("_")[0]), title.split(". ", 1)[1]
         lecture, lab = LECTURE.get(n, ("90 min", "60 min"))
+        trains = t4[n] if n not in seen else 0.0          # a chapter's second part (11) trains nothing
+        seen.add(n)
         lines.append(f"| {n} {title} | {lecture} | {lab} | {cpu_range(builds, path.stem)} | "
-                     + (f"{t4[n]:.1f} min" if t4[n] else "no training") + " |")
+                     + (f"{trains:.1f} min" if trains else "no training") + " |")
     return "\n".join(lines)
 
 
@@ -124,11 +127,13 @@ def week_table(builds: list[dict]) -> str:
     from musictx_lite.classroom.chapter import chapter_minutes
 
     t4 = chapter_minutes("gpu")
-    stems = {int(p.stem.split("_")[0]): p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+    stems: dict[int, list[str]] = {}                     # chapter -> its notebooks (chapter 11 has two parts)
+    for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        stems.setdefault(int(p.stem.split("_")[0]), []).append(p.stem)
     lines = ["| week | chapters | CPU, cpu profile (measured: median of the builds) | "
              "T4, gpu profile training (estimated) | TA hours (estimate) |", "|---|---|---|---|---|"]
     for week, (chapters, hours) in WEEKS.items():
-        cpu = "; ".join(cpu_median(builds, stems[n]) for n in chapters)
+        cpu = "; ".join(" + ".join(cpu_median(builds, stem) for stem in stems[n]) for n in chapters)
         gpu = "; ".join(f"{t4[n]:.1f} min" if t4[n] else "no training" for n in chapters)
         lines.append(f"| {week} | {'; '.join(map(str, chapters))} | {cpu} | {gpu} | {hours} |")
     return "\n".join(lines)

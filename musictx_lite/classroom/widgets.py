@@ -1,7 +1,7 @@
 """Interactive widgets for the classroom, each with a static version for the rendered book.
 
 Notebooks: 01 and 03-09 (``explore_attention``, for any next-token model with attention weights),
-01_attention_in_rnns.ipynb, 08_skew.ipynb and 11_comparison.ipynb (``explore_sampler``); the skew stepper
+01_attention_in_rnns.ipynb, 08_skew.ipynb and 11_paper.ipynb (``explore_sampler``); the skew stepper
 (``skew_widget.explore_skew``, 08_skew.ipynb) and the harmoniser (``harmoniser_widget.explore_harmoniser``,
 12_harmonise.ipynb) have modules of their own, built on this one's live-or-static helpers.
 

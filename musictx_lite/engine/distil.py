@@ -1,7 +1,7 @@
 """Distillation: one model trained on the averaged predictions of several trained models, its
 teachers (Hinton, Vinyals and Dean 2015), the last step of the paper-level recipe.
 
-Notebook: notebooks/11_comparison.ipynb
+Notebook: notebooks/11_paper.ipynb (chapter 11, part 2)
 
 On JSB the models of one recipe disagree a lot: seven relative decoders that each score
 about 0.35 nats/token on the validation split score 0.31 when their probabilities are

@@ -1,6 +1,6 @@
 """What a training step computes in: float32, or autocast to bfloat16 or float16 with float32 weights.
 
-Notebook: notebooks/11_comparison.ipynb (the recipe); ``training.train`` uses it in every chapter.
+Notebook: notebooks/11_paper.ipynb (the recipe); ``training.train`` uses it in every chapter.
 
 On CUDA: bf16 from Ampere on (compute capability 8.0), whose tensor cores have it; fp16 with a
 gradient scaler before that. A T4 (7.5, Colab's free GPU) answers yes to

@@ -1,6 +1,6 @@
 """Every next-token model of the book, side by side: one budget, one table, one set of measurements.
 
-Notebook: notebooks/11_comparison.ipynb
+Notebooks: notebooks/11_comparison.ipynb (the sprint) and notebooks/11_paper.ipynb (the comparison over seeds)
 
 ``compare`` trains each model of ``compared()`` at the profile's ``comparison``
 budget (one width, context, batch, number of steps and learning rate for all),

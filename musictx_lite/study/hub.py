@@ -1,6 +1,6 @@
 """The model hub: the paper's three rows, trained with the paper-level recipe and shipped in the package.
 
-Notebook: notebooks/11_comparison.ipynb
+Notebook: notebooks/11_paper.ipynb (chapter 11, part 2)
 
 ``python -m musictx_lite reproduce jsb --profile paper --out runs/paper --export musictx_lite/pretrained``
 trains absolute positions (``sinusoidal``), relative attention (``relative``) and

@@ -1,6 +1,6 @@
 """Reproduce the Music Transformer's JSB comparison: absolute positions against relative attention.
 
-Notebook: notebooks/11_comparison.ipynb
+Notebook: notebooks/11_paper.ipynb (chapter 11, part 2)
 
 Huang et al. (2019), Table 2, report validation NLL on the JSB Chorales for a
 Transformer with absolute (sinusoidal) positions, 0.417, and with relative

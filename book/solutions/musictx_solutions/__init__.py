@@ -18,7 +18,7 @@ from .ch7 import exercise_7_1, exercise_7_2, exercise_7_3
 from .ch8 import exercise_8_1, exercise_8_2, exercise_8_3
 from .ch9 import exercise_9_1, exercise_9_2, exercise_9_3
 from .ch10 import exercise_10_1, exercise_10_2, exercise_10_3
-from .ch11 import exercise_11_1, exercise_11_2, exercise_11_3
+from .ch11 import exercise_11_1, exercise_11_2, exercise_11_3, exercise_11_4
 from .ch12 import exercise_12_1, exercise_12_2, exercise_12_3
 from .ch13 import exercise_13_1, exercise_13_2, exercise_13_3
 
@@ -29,5 +29,6 @@ __all__ = [
     "exercise_6_1", "exercise_6_2", "exercise_6_3", "exercise_7_1", "exercise_7_2", "exercise_7_3",
     "exercise_8_1", "exercise_8_2", "exercise_8_3", "exercise_9_1", "exercise_9_2", "exercise_9_3",
     "exercise_10_1", "exercise_10_2", "exercise_10_3", "exercise_11_1", "exercise_11_2", "exercise_11_3",
+    "exercise_11_4",
     "exercise_12_1", "exercise_12_2", "exercise_12_3", "exercise_13_1", "exercise_13_2", "exercise_13_3",
 ]
