@@ -1,6 +1,6 @@
 """The training loop of every chapter: batches, forward, loss, backward, step, schedule and evaluation.
 
-Notebook: notebooks/01_attention_in_rnns.ipynb shows ``train`` (first used there).
+Notebook: notebooks/01_attention_in_rnns.ipynb shows ``core_train``, the plain loop, then ``train`` (first used there).
 
 ``train`` is the loop and nothing else. What a run holds (the model on its device, the optimiser, the
 crops, the precision, its place among several processes) is set up by ``Run``; what a run does besides
@@ -130,6 +130,36 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     progress = (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps)
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def core_train(model: nn.Module, data: Splits, cfg: TrainConfig, device=None) -> list[float]:
+    """The core of ``train``: its steps in float32 on one process, nothing else; the training losses.
+
+    Notebook: notebooks/01_attention_in_rnns.ipynb shows it before ``train``, and checks that the two reach
+    the same weights. No evaluation, History, clock or callbacks; a config that asks for what only ``train``
+    does (transposed crops, bf16, micro-batches, teachers) is a ValueError."""
+    if cfg.transpose or cfg.cpu_bf16 or cfg.micro_batch or cfg.teachers:
+        raise ValueError("core_train is the plain loop: use train for transpose, cpu_bf16, micro_batch, teachers")
+    device = torch.device(device) if device is not None else pick_device()
+    model.to(device).train()
+    torch.manual_seed(cfg.seed)                                      # dropout's random numbers
+    crops = model.task.sampler(data.train, model.cfg.context, cfg.seed)   # chapter 0's crops, seeded
+    matrices = [p for p in model.parameters() if p.dim() >= 2]         # weight decay on these only
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": matrices, "weight_decay": cfg.weight_decay},
+                             {"params": vectors, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
+    losses = []
+    for step in range(cfg.max_steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)                           # warm-up, then cosine decay
+        x, y = (t.to(device) for t in crops.batch(cfg.batch_size))  # (B, T) crops, targets
+        loss = token_nll(model, x, y) / (y != PAD).sum()             # forward: the mean NLL
+        opt.zero_grad()
+        loss.backward()                                              # backward: the gradients
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()                                                   # AdamW's update
+        losses.append(loss.item())
+    return losses
 
 
 def train(model: nn.Module, data: Splits, cfg: TrainConfig, out_dir: str | os.PathLike | None = None,
