@@ -224,6 +224,45 @@ def plot_history(runs: dict[str, History], baselines: dict[str, float] | None = 
     return fig
 
 
+def plot_sweep(runs: dict, baselines: dict[str, float] | None = None, xlabel: str = "",
+               label=str, smooth: int = 20, unit: str = "nats/token", title: str | None = None):
+    """Runs that differ in one setting (``runs``: the setting's value -> History, e.g. depth -> run): train
+    loss per run (left), and each run's final validation NLL against the setting (right), one labelled dot
+    per run, chapter 0's baselines as in ``plot_history``. For runs evaluated once, at the end, where
+    ``plot_history``'s NLL panel would hold one dot per run at the same step. ``label(value)`` names a run.
+
+    Notebook: notebooks/05_blocks.ipynb (first used there).
+    """
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.6))
+    xs = list(runs)
+    nlls = [runs[x].final_nll for x in xs]
+    for i, (x, h) in enumerate(runs.items()):
+        k = max(1, min(smooth, len(h.train_loss) // 5))
+        a.plot(h.step[k - 1:], np.convolve(h.train_loss, np.ones(k) / k, mode="valid"), color=f"C{i}",
+               label=label(x))
+        b.plot([x], [nlls[i]], "o", color=f"C{i}", ms=8, zorder=3)
+        b.annotate(f"{nlls[i]:.3f}", (x, nlls[i]), textcoords="offset points", xytext=(7, 0), ha="left",
+                   va="center", fontsize=8)     # beside the dot: above it, the top one would hit the title
+    b.plot(xs, nlls, "-", color="0.6", lw=1, zorder=2)
+    top = _top(nlls)
+    baseline_lines(b, baselines, top)
+    shown = [v for v in (baselines or {}).values() if v <= top]
+    lo = min(nlls + shown)
+    b.set_ylim(lo - 0.05 * (top - lo), max(top, *shown) if shown else top)
+    pad = 0.5 * (min(np.diff(sorted(xs))) if len(xs) > 1 else 1)
+    b.set_xticks(xs, [str(x) for x in xs])
+    b.set_xlim(min(xs) - pad, max(xs) + pad)
+    a.set(xlabel="step", ylabel=f"train loss ({unit})", title="training loss (moving average)")
+    b.set(xlabel=xlabel, ylabel=f"valid NLL ({unit})", title=title or "validation NLL at the end, whole pieces")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+    a.legend(fontsize=8)                   # runs only
+    if baselines:                          # outside the axes, as in plot_history
+        b.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
 def seed_summary(results: dict[str, list[float]], unit: str = "nats/token") -> str:
     """One line per model: the mean valid NLL over seeds and the range (min to max), best mean first."""
     width = max(len(k) for k in results)

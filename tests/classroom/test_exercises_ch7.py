@@ -1,3 +1,5 @@
+import math
+
 from musictx_solutions import exercise_7_1, exercise_7_2, exercise_7_3
 
 
@@ -13,5 +15,17 @@ def test_exercise_7_2_rope_is_shift_invariant():
     assert rope < 1e-4 and absolute > 0.1
 
 
-def test_exercise_7_3_reach():
-    assert exercise_7_3(n_heads=4) == [20.0, 80.0, 320.0, 1280.0]
+def test_exercise_7_3_reach_against_the_context():
+    out = exercise_7_3(context=128, n_heads=4)
+    assert out["reach"] == [20.0, 80.0, 320.0, 1280.0]
+    assert out["beyond"] == [3, 4]                   # 320 and 1280 tokens > 127, the farthest key
+    slopes = [1 / 4, 1 / 16, 1 / 64, 1 / 256]
+    assert out["kept"] == [math.exp(-m * 127) for m in slopes]
+    assert exercise_7_3(context=1024)["beyond"] == [4]        # a longer context: only head 4 sees it all
+    assert exercise_7_3(context=16)["beyond"] == [1, 2, 3, 4]
+
+
+def test_exercise_7_3_prints_the_context(capsys):
+    exercise_7_3(context=128)
+    out = capsys.readouterr().out
+    assert "L = 128" in out and "127 tokens back" in out

@@ -4,6 +4,8 @@ Notebook: notebooks/07_relative_positions.ipynb
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from musictx_lite.models.config import ModelConfig
@@ -61,14 +63,33 @@ def exercise_7_2(T: int = 12, shift: int = 5, seed: int = 0) -> tuple[float, flo
     return rope_change, abs_change
 
 
-def exercise_7_3(n_heads: int = 4, level: float = -5.0) -> list[float]:
-    """ALiBi: the distance at which each head's penalty m_h (j - i) reaches ``level``."""
+def exercise_7_3(context: int, n_heads: int = 4, level: float = -5.0) -> dict[str, list]:
+    """ALiBi: the distance at which each head's penalty m_h (j - i) reaches ``level``, against ``context``,
+    the length the chapter trains at (its farthest key is context - 1 tokens back)."""
     slopes = ALiBi(ModelConfig(n_embd=16 * n_heads, n_heads=n_heads)).slopes.tolist()
     reach = [-level / m for m in slopes]
-    print(f"ALiBi, {n_heads} heads: distance where the penalty reaches {level:g}")
-    for h, (m, r) in enumerate(zip(slopes, reach), 1):
-        print(f"  head {h}: slope {m:.4f}, {r:7.1f} tokens = {r / 4:6.1f} steps of 4 voices")
+    far = context - 1                                               # the farthest key a query sees
+    kept = [math.exp(-m * far) for m in slopes]                     # its weight factor e^(-m (L - 1))
+    beyond = [h for h, r in enumerate(reach, 1) if r > far]
+    print(f"ALiBi, {n_heads} heads: the distance where the penalty reaches {level:g}, against the context "
+          f"L = {context}")
+    print(f"(the farthest key, L - 1 = {far} tokens back = {far / 4:.1f} steps of 4 voices)")
+    for h, (m, r, k) in enumerate(zip(slopes, reach, kept), 1):
+        where = "beyond the context" if r > far else "inside the context"
+        share = f"{k:.1%}" if k >= 1e-3 else f"{k:.1e}"
+        print(f"  head {h}: slope {m:.4f}, {r:7.1f} tokens = {r / 4:6.1f} steps: {where}; "
+              f"the key {far} back keeps {share}")
     assert all(a > b for a, b in zip(reach[1:], reach[:-1]))
     assert abs(reach[0] - (-level) * 2 ** (8 / n_heads)) < 1e-6
-    print("a penalty of -5 leaves a key e^-5 = 0.7 % of the weight it had at distance 0")
-    return reach
+    assert all((k > math.exp(level)) == (h in beyond) for h, k in enumerate(kept, 1))
+    print(f"a penalty of {level:g} leaves a key e^{level:g} = {math.exp(level):.1%} of the weight it had at "
+          "distance 0")
+    inside = [h for h in range(1, n_heads + 1) if h not in beyond]
+    names = lambda hs: ", ".join(map(str, hs))
+    if inside:
+        print(f"heads {names(inside)}: inside a {context}-token crop, every key farther back than the head's "
+              "reach keeps less than that")
+    if beyond:
+        print(f"heads {names(beyond)}: the penalty stays above {level:g} over the whole context, so they see "
+              "all of it")
+    return {"reach": reach, "kept": kept, "beyond": beyond}
