@@ -23,6 +23,8 @@ from ..io import performance
 from ..io.data import Piece
 from ..io.tokens import HIGHEST, LOWEST, N_SPECIAL, PAD, VOICES, encode
 
+WINDOW_TOKENS = 2048    # evaluate_nll's batch of context windows, in tokens
+
 
 def sequence(piece) -> np.ndarray:
     """The tokens of a piece: a chorale's raster (``encode``), a performance's events (chapter 13)."""
@@ -119,7 +121,9 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) ->
     """Validation NLL in nats per token over whole pieces.
 
     Models with a finite ``context`` are scored with a sliding window (stride
-    half the context), so every token sees at least half a context of history.
+    half the context), so every token sees at least half a context of history,
+    in batches of at most ``WINDOW_TOKENS`` tokens: a relative model's
+    (B, H, T, T) scores make bigger batches slower on a CPU, not faster.
     """
     device = model_device(model)
     seqs = sorted((torch.as_tensor(sequence(p)) for p in pieces), key=len)
@@ -141,8 +145,9 @@ def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) ->
             count += len(s) - 1
         X, Y = torch.cat(xs).to(device), torch.cat(ys).to(device)          # (n_windows, ctx)
         with evaluating(model):
-            for i in range(0, len(X), 4 * batch_size):
-                total += token_nll(model, X[i: i + 4 * batch_size], Y[i: i + 4 * batch_size]).item()
+            rows = max(1, WINDOW_TOKENS // ctx)
+            for i in range(0, len(X), rows):
+                total += token_nll(model, X[i: i + rows], Y[i: i + rows]).item()
     return total / count
 
 

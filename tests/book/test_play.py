@@ -427,9 +427,11 @@ def test_the_roll_follows_playback(page):
     scroll = panel.locator(".musictx-play-scroll")
     assert scroll.evaluate("s => s.scrollWidth > s.clientWidth")                # 16 bars: wider than the view
     assert scroll.evaluate("s => s.scrollLeft") == 0
+    scroll.evaluate("s => { s.style.width = '120px'; }")                     # a narrow view: it must follow soon
     panel.get_by_role("button", name="▶ Play").click()
     page.wait_for_function("s => s.scrollLeft > 0", arg=scroll.element_handle(), timeout=60_000)
     panel.get_by_role("button", name="■ Stop").click()
+    scroll.evaluate("s => { s.style.width = ''; }")
 
 
 def test_the_keyboard_is_one_tab_stop_with_arrow_keys(page):

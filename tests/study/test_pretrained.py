@@ -1,5 +1,6 @@
 """The shipped pretrained models (chapter 11): their recorded NLL recomputed on the CPU in every CI run,
 the paper's target for relative attention, the checkpoint format, sampling, and the CLI."""
+import functools
 import json
 
 import numpy as np
@@ -24,21 +25,27 @@ def jsb(jsb_path):
     return load_jsb(jsb_path)
 
 
+@pytest.fixture(scope="module")
+def nll_now(jsb):
+    """A shipped model's validation NLL evaluated now: once a model for this file's tests."""
+    return functools.cache(lambda name: evaluate_nll(pretrained(name, device="cpu"), jsb.valid))
+
+
 @pytest.mark.parametrize("name", NAMES + tuple(UNDISTILLED.values()))
-def test_recorded_valid_nll_is_recomputed_on_cpu(name, jsb):
+def test_recorded_valid_nll_is_recomputed_on_cpu(name, nll_now):
     """The book's headline numbers: each shipped model, evaluated now on the official validation split,
     gives its recorded NLL within 1e-3."""
     rec = record(name)
-    nll = evaluate_nll(pretrained(name, device="cpu"), jsb.valid)
+    nll = nll_now(name)
     assert abs(nll - rec["valid_nll"]) < 1e-3, (name, nll, rec["valid_nll"])
 
 
-def test_relative_attention_reaches_the_papers_best_model(jsb):
+def test_relative_attention_reaches_the_papers_best_model(nll_now):
     """Relative attention alone matches the paper's best JSB model (0.335 nats/token), recomputed now.
 
     Until a shipped model reaches it, the test reports how far off it is as an expected failure; it beats
     the paper's relative-attention row (0.357) already, and that is asserted."""
-    now = evaluate_nll(pretrained("relative", device="cpu"), jsb.valid)
+    now = nll_now("relative")
     assert now < 0.357
     if record("relative")["valid_nll"] > TARGET_RELATIVE:
         pytest.xfail(f"issue 17's target is not reached yet: the shipped relative model is "
@@ -249,8 +256,8 @@ def piano_sample(piano_path):
 def test_the_shipped_piano_model_scores_its_record_on_cpu(piano_sample):
     """Chapter 13's shipped piano model: at most 8 MB, given by ``pretrained`` but not among the paper's rows,
     trained on the CC BY transcriptions only and saying so, and its recorded NLL per event on the held-out
-    validation pieces recomputed now within 1e-3 (as for the JSB models: the test pieces would double the
-    40 s). Skips where the shared sample is absent."""
+    validation pieces recomputed now within 1e-3 (as for the JSB models: the test pieces would double its
+    time). Skips where the shared sample is absent."""
     from musictx_lite.io.performance import VOCAB_SIZE as EVENTS
     from musictx_lite.study.hub import PIANO, TASKS
 
