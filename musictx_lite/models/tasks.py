@@ -118,7 +118,8 @@ def windows(s: torch.Tensor, ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def evaluate_nll(model: nn.Module, pieces: list[Piece], batch_size: int = 16) -> float:
-    """Validation NLL in nats per token over whole pieces.
+    """Validation NLL in nats per token over whole pieces (``batch_size`` pieces at a
+    time for a model without a ``context``).
 
     Models with a finite ``context`` are scored with a sliding window (stride
     half the context), so every token sees at least half a context of history,
